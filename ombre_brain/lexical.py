@@ -1,0 +1,238 @@
+"""jieba tokenisation and BM25 over the moments of one space.
+
+Lexical evidence is what carries Chinese when the embedder is English-only, and what proves a
+topic when vectors only say "similar" (DESIGN §5, §12). Tokens come from one function,
+``tokenize``, for moments and queries alike, so the index and the query plan always agree on
+what a term is. Scoring is bm25s with its own tokeniser bypassed: we hand it token ids and a
+vocabulary, and read raw scores instead of calling ``retrieve()``, which spends ~13 ms on an
+argpartition over mostly-zero scores (§12).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import unicodedata
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import NamedTuple
+
+import bm25s
+import jieba
+import numpy as np
+
+# bm25s sets its logger to DEBUG and jieba adds a DEBUG stderr handler at import; either would
+# print index-building chatter into server logs.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
+jieba.setLogLevel(logging.WARNING)
+
+K1 = 1.5  # bm25s defaults, "lucene" variant; the reference test pins the same numbers
+B = 0.75
+
+# Han ideographs go to jieba; everything else (Latin, digits, kana, hangul) is split into words.
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+_HAN_SPLIT_RE = re.compile(f"([{_HAN}]+)")
+_WORD_RE = re.compile(r"\d+(?:\.\d+)+|[^\W_]+(?:'[^\W_]+)*")
+_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\uff07": "'"})
+
+_jieba_lock = threading.Lock()
+_jieba_ready = False
+
+
+def init_jieba(cache_dir: Path | None = None) -> None:
+    """Load jieba's dictionary now, caching it in ``cache_dir`` instead of the shared /tmp.
+
+    Loading takes ~0.6 s, so doing it at startup keeps it off the first turn. The cache location
+    only matters before jieba first initialises; later calls are no-ops.
+    """
+    global _jieba_ready
+    with _jieba_lock:
+        if _jieba_ready:
+            return
+        if cache_dir is not None and not jieba.dt.initialized:
+            cache_dir = Path(cache_dir)
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            jieba.dt.tmp_dir = str(cache_dir)
+            jieba.dt.cache_file = "jieba.cache"  # relative: jieba joins it onto tmp_dir
+        jieba.setLogLevel(logging.WARNING)
+        jieba.initialize()
+        _jieba_ready = True
+
+
+@lru_cache(maxsize=16)
+def _normalised_stops(stop_words: frozenset[str]) -> frozenset[str]:
+    return frozenset(_normalise(w).strip() for w in stop_words)
+
+
+def _normalise(text: str) -> str:
+    # NFKC folds full-width letters and digits (ＡＢＣ１２) into ASCII, as users type both.
+    return unicodedata.normalize("NFKC", text).translate(_QUOTES).lower()
+
+
+def tokenize(text: str, stop_words: frozenset[str] = frozenset()) -> list[str]:
+    """Terms of a text, in order and with repeats (BM25 needs term frequency).
+
+    Text is NFKC-normalised and lowercased. Runs of Han characters are cut by jieba in search
+    mode, which adds the shorter words inside a long one (重庆火锅 -> 重庆, 火锅, 重庆火锅), so a
+    query for either part finds the whole. Other text splits into words of letters, digits and
+    inner apostrophes (don't); decimal numbers stay whole. Stop words, punctuation and
+    whitespace are dropped. The result depends only on the text and the stop words.
+    """
+    if not text:
+        return []
+    if not _jieba_ready:
+        init_jieba(None)
+    stops = _normalised_stops(stop_words) if stop_words else frozenset()
+    out: list[str] = []
+    for i, piece in enumerate(_HAN_SPLIT_RE.split(_normalise(text))):
+        if not piece:
+            continue
+        words = jieba.cut_for_search(piece) if i % 2 else _WORD_RE.findall(piece)
+        for w in words:
+            w = w.strip()
+            if w and w not in stops and any(ch.isalnum() for ch in w):
+                out.append(w)
+    return out
+
+
+def lucene_idf(df: int, n_docs: int) -> float:
+    """BM25 idf as bm25s computes it for method "lucene": never negative, even for common terms."""
+    return float(np.log(1.0 + (n_docs - df + 0.5) / (df + 0.5)))
+
+
+class LexicalIndex:
+    """BM25 over the moments of ONE space, built from (moment_id, tokens) rows.
+
+    Writes are cheap: ``add`` and ``remove`` only mark the index dirty, and the next search
+    rebuilds it once, so a burst of writes costs one rebuild. Terms get ids once, on add, and
+    document frequencies are kept incrementally, so a rebuild skips re-reading the strings and
+    ``doc_freq`` and ``idf`` never wait for one. A search reads an immutable snapshot and runs
+    without the lock.
+    """
+
+    def __init__(self, rows: Iterable[tuple[str, Sequence[str]]] = ()) -> None:
+        self._lock = threading.RLock()
+        self._vocab: dict[str, int] = {}
+        self._docs: dict[str, tuple[int, ...]] = {}
+        self._df: dict[int, int] = {}
+        self._dirty = True
+        self._snapshot: _Snapshot | None = None
+        self.add(rows)
+
+    # ------------------------------------------------------------ writes
+
+    def add(self, rows: Iterable[tuple[str, Sequence[str]]]) -> None:
+        """Add or replace moments by id."""
+        with self._lock:
+            vocab = self._vocab
+            for moment_id, tokens in rows:
+                old = self._docs.get(moment_id)
+                if old is not None:
+                    self._count(old, -1)
+                doc = tuple(vocab.setdefault(t, len(vocab)) for t in tokens)
+                self._docs[moment_id] = doc
+                self._count(doc, +1)
+                self._dirty = True
+
+    def remove(self, moment_ids: Iterable[str]) -> None:
+        """Forget moments; unknown ids are ignored, so a purge can be replayed."""
+        with self._lock:
+            for moment_id in moment_ids:
+                old = self._docs.pop(moment_id, None)
+                if old is not None:
+                    self._count(old, -1)
+                    self._dirty = True
+
+    def _count(self, doc: tuple[int, ...], delta: int) -> None:
+        df = self._df
+        for t in set(doc):
+            n = df.get(t, 0) + delta
+            if n > 0:
+                df[t] = n
+            else:
+                del df[t]
+
+    # ------------------------------------------------------------ reads
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __contains__(self, moment_id: object) -> bool:
+        return moment_id in self._docs
+
+    def doc_freq(self, term: str) -> int:
+        """How many moments contain the term."""
+        with self._lock:
+            tid = self._vocab.get(term)
+            return 0 if tid is None else self._df.get(tid, 0)
+
+    def idf(self, term: str) -> float:
+        """The term's BM25 idf in this space; 0.0 for a term no moment contains (it cannot score)."""
+        with self._lock:
+            df, n = self.doc_freq(term), len(self._docs)
+        return lucene_idf(df, n) if df else 0.0
+
+    def search(self, query_tokens: Sequence[str], k: int) -> list[tuple[str, float]]:
+        """The k best moments as (moment_id, bm25 score), best first, only scores above zero.
+
+        A repeated query term counts once. Ties are broken by moment id, so results are stable.
+        """
+        if k <= 0 or not query_tokens:
+            return []
+        snap = self._current()
+        if snap is None:
+            return []
+        term_ids = [snap.vocab[t] for t in dict.fromkeys(query_tokens) if t in snap.vocab]
+        if not term_ids:
+            return []
+        scores = snap.retriever.get_scores(term_ids)
+        hits = np.flatnonzero(scores > 0)
+        if hits.size > k:
+            # Keep everything tied with the k-th score, then cut after the id tie-break.
+            kth = np.partition(scores[hits], hits.size - k)[hits.size - k]
+            hits = hits[scores[hits] >= kth]
+        order = np.lexsort((hits, -scores[hits]))[:k]  # ids are sorted, so position = id order
+        return [(snap.ids[i], float(scores[i])) for i in hits[order]]
+
+    # ------------------------------------------------------------ build
+
+    def _current(self) -> _Snapshot | None:
+        with self._lock:
+            if self._dirty:
+                self._snapshot = self._build()
+                self._dirty = False
+            return self._snapshot
+
+    def _build(self) -> _Snapshot | None:
+        if len(self._vocab) > 2 * len(self._df) + 1024:
+            self._compact()
+        if not self._df:
+            return None
+        ids = sorted(self._docs)
+        retriever = bm25s.BM25(k1=K1, b=B, method="lucene", csc_backend="auto")
+        # Token ids plus vocabulary: bm25s's own tokeniser never runs. The vocabulary may hold
+        # terms no live moment uses; their columns are simply empty.
+        retriever.index(([list(self._docs[i]) for i in ids], dict(self._vocab)),
+                        create_empty_token=False, show_progress=False)
+        return _Snapshot(retriever, ids, retriever.vocab_dict)
+
+    def _compact(self) -> None:
+        """Renumber terms after many removals, so dead terms stop costing memory and build time."""
+        old_names = {tid: term for term, tid in self._vocab.items()}
+        remap = {tid: n for n, tid in enumerate(sorted(self._df))}
+        self._vocab = {old_names[tid]: n for tid, n in remap.items()}
+        self._docs = {m: tuple(remap[t] for t in doc) for m, doc in self._docs.items()}
+        self._df = {remap[tid]: c for tid, c in self._df.items()}
+
+
+class _Snapshot(NamedTuple):
+    """An index as of one rebuild; never mutated, so searches share it without a lock."""
+
+    retriever: bm25s.BM25
+    ids: list[str]
+    vocab: dict[str, int]
+
+
+__all__ = ["LexicalIndex", "init_jieba", "lucene_idf", "tokenize"]

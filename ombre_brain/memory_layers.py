@@ -1,0 +1,129 @@
+"""Layer inference: what kind of memory a bucket is, decided at read time (DESIGN §4).
+
+A layer is never stored. It is read from the bucket every turn, so a persona overlay or a
+flag flipped on the bucket changes the layer at once, and `layer_debug` can show exactly
+which storage signals decided it.
+
+Storage signals decide first; the writer hint is used only when no storage signal does.
+Among storage signals the precedence, highest first, is::
+
+    source_record         type source or journal, or a tag raw_source / chat_log / diary_source
+    dream                 type dream
+    core_memory           pinned, protected, or type permanent
+    archive               archived, resolved or digested
+    relationship_weather  type feel with a tag relationship_weather / daily_impression / weekly_impression
+    affect_context        any other feel bucket
+    favorite_memory       a favorite tag (config.favorite_tags) AND a favorite_reason section
+    long_term_anchor      the `anchor` flag
+    -- writer hint --
+    long_term_anchor      hint stable_boundary or relationship_lesson
+    dynamic_memory        hint short_state or process_event, or nothing at all (default)
+
+Why this order: a source record or a dream is a different *kind* of object, whatever flags it
+carries, so it can never be promoted into recall. A pinned or protected bucket is the user's
+explicit wish to keep it stable, which beats archiving. Archive beats the feel and favorite
+layers because an archived memory must stay hidden until an old lookup asks for it. Weather and
+affect are structural (`type: feel`), so a favorite tag does not turn a feeling into a memory.
+A favorite tag without its reason is not a favorite: it falls through to the rows below.
+Pinned, protected, favorite and archived flags therefore always beat the writer hint.
+"""
+
+from __future__ import annotations
+
+from .buckets import Bucket
+from .config import Config, favorite_tags
+from .recall_types import LayerDecision
+
+SOURCE_TYPES = frozenset({"source", "journal"})
+SOURCE_TAGS = frozenset({"raw_source", "chat_log", "diary_source"})
+WEATHER_TAGS = frozenset({"relationship_weather", "daily_impression", "weekly_impression"})
+CORE_FLAGS = ("pinned", "protected")
+ARCHIVE_FLAGS = ("archived", "resolved", "digested")
+ANCHOR_HINTS = frozenset({"stable_boundary", "relationship_lesson"})
+DYNAMIC_HINTS = frozenset({"short_state", "process_event"})
+
+
+def favorite_reason(bucket: Bucket) -> str | None:
+    """The text of the bucket's favorite_reason section(s), or None when it has none."""
+    parts = [s.text for s in bucket.sections if s.name == "favorite_reason" and s.text.strip()]
+    return "\n\n".join(parts) if parts else None
+
+
+def favorite_tag_of(bucket: Bucket, cfg: Config) -> str | None:
+    """The bucket's favorite tag as written (compared without regard to case), or None."""
+    wanted = favorite_tags(cfg)
+    for tag in bucket.tags:
+        if tag.strip().lower() in wanted:
+            return tag
+    return None
+
+
+def is_favorite(bucket: Bucket, cfg: Config) -> bool:
+    """A favorite needs both a favorite tag and a reason; the tag alone is only a wish."""
+    return favorite_tag_of(bucket, cfg) is not None and favorite_reason(bucket) is not None
+
+
+def _storage_signals(bucket: Bucket, cfg: Config) -> list[str]:
+    """Every storage signal on the bucket, in a fixed order, for layer_debug."""
+    tags = bucket.tag_set
+    signals: list[str] = []
+    if bucket.type != "dynamic":
+        signals.append(f"type:{bucket.type}")
+    signals += [f"tag:{t}" for t in sorted(tags & SOURCE_TAGS)]
+    signals += [f"flag:{f}" for f in (*CORE_FLAGS, *ARCHIVE_FLAGS) if getattr(bucket, f)]
+    signals += [f"tag:{t}" for t in sorted(tags & WEATHER_TAGS)]
+    fav = favorite_tag_of(bucket, cfg)
+    if fav is not None:
+        signals.append(f"tag:{fav.lower()}")
+        has_reason = favorite_reason(bucket) is not None
+        signals.append("section:favorite_reason" if has_reason else "favorite_reason:missing")
+    if bucket.anchor:
+        signals.append("flag:anchor")
+    if bucket.memory_layer:
+        signals.append(f"hint:{bucket.memory_layer}")
+    return signals
+
+
+def _decide(bucket: Bucket, cfg: Config) -> tuple[str, list[str]]:
+    """The layer and the signals that decided it, by the precedence in the module docstring."""
+    tags = bucket.tag_set
+    if bucket.type in SOURCE_TYPES or tags & SOURCE_TAGS:
+        deciding = [f"type:{bucket.type}"] if bucket.type in SOURCE_TYPES else []
+        return "source_record", deciding + [f"tag:{t}" for t in sorted(tags & SOURCE_TAGS)]
+    if bucket.type == "dream":
+        return "dream", ["type:dream"]
+    if bucket.pinned or bucket.protected or bucket.type == "permanent":
+        deciding = [f"flag:{f}" for f in CORE_FLAGS if getattr(bucket, f)]
+        return "core_memory", deciding + (["type:permanent"] if bucket.type == "permanent" else [])
+    if any(getattr(bucket, f) for f in ARCHIVE_FLAGS):
+        return "archive", [f"flag:{f}" for f in ARCHIVE_FLAGS if getattr(bucket, f)]
+    if bucket.type == "feel":
+        weather = sorted(tags & WEATHER_TAGS)
+        if weather:
+            return "relationship_weather", ["type:feel"] + [f"tag:{t}" for t in weather]
+        return "affect_context", ["type:feel"]
+    if is_favorite(bucket, cfg):
+        return "favorite_memory", [f"tag:{favorite_tag_of(bucket, cfg).lower()}", "section:favorite_reason"]
+    if bucket.anchor:
+        return "long_term_anchor", ["flag:anchor"]
+    if bucket.memory_layer in ANCHOR_HINTS:
+        return "long_term_anchor", [f"hint:{bucket.memory_layer}"]
+    if bucket.memory_layer in DYNAMIC_HINTS:
+        return "dynamic_memory", [f"hint:{bucket.memory_layer}"]
+    return "dynamic_memory", ["default"]
+
+
+def infer_layer(bucket: Bucket, config: Config) -> LayerDecision:
+    """Decide the bucket's layer; `signals` lists the deciding signals first, then every other one seen."""
+    layer, deciding = _decide(bucket, config)
+    seen = _storage_signals(bucket, config)
+    signals = tuple(dict.fromkeys(deciding + seen))
+    writer_hint = {
+        "subject": bucket.memory_subject,
+        "layer": bucket.memory_layer,
+        "classification_source": bucket.memory_classification_source,
+    }
+    return LayerDecision(layer=layer, signals=signals, writer_hint=writer_hint, policy=config.layers[layer])
+
+
+__all__ = ["favorite_reason", "favorite_tag_of", "infer_layer", "is_favorite"]

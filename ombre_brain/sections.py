@@ -1,0 +1,110 @@
+"""Sections: ordered assembly, budgets and the rendered prompt block (DESIGN §7, §11).
+
+Stable context (Core Memory, facts) first and outside the dynamic budget; then the dynamic
+sections in their fixed order. Every trim becomes a suppression with its reason, so the
+TURN explains what the budget cost as well as what the gates kept out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .budget import apply_budgets, estimate_tokens
+from .recall_types import Item, QueryPlan, SectionOut, SessionState, Suppressed
+from .render import render_markdown
+
+STABLE_ORDER = ("core_memory", "facts")
+DYNAMIC_ORDER = ("recent_context", "context_mode", "recalled_memory", "diffused_memory", "persona_state",
+                 "relationship_weather", "favorite_memory", "dream")
+TITLES = {
+    "core_memory": "Core Memory", "facts": "Confirmed Facts", "recent_context": "Recent Context",
+    "context_mode": "Context Mode", "recalled_memory": "Recalled Memory", "diffused_memory": "Diffused Memory",
+    "persona_state": "Persona State", "relationship_weather": "Relationship Weather",
+    "favorite_memory": "{ai_name} Favorite Memory", "dream": "Dream",
+}
+
+
+@dataclasses.dataclass
+class Turn:
+    """One turn's answer; ``to_dict()`` is the §11 TURN object."""
+
+    query: str
+    session: str
+    at: str
+    space: str
+    plan: QueryPlan
+    stable: list[SectionOut]
+    sections: list[SectionOut]
+    suppressed: list[Suppressed]
+    rendered: str
+    tokens: int
+    timings: dict = dataclasses.field(default_factory=dict)
+    debug: dict = dataclasses.field(default_factory=dict)
+
+    def to_dict(self, *, timings: bool = False) -> dict:
+        d: dict[str, Any] = {
+            "query": self.query, "session": self.session, "at": self.at, "space": self.space,
+            "plan": self.plan.to_dict(),
+            "stable": [s.to_dict() for s in self.stable], "sections": [s.to_dict() for s in self.sections],
+            "suppressed": [s.to_dict() for s in self.suppressed], "rendered": self.rendered, "tokens": self.tokens,
+        }
+        if timings:
+            d["timings_ms"] = dict(self.timings)
+        return d
+
+    def section(self, key: str) -> SectionOut | None:
+        for s in (*self.stable, *self.sections):
+            if s.key == key:
+                return s
+        return None
+
+    def item_ids(self, key: str | None = None) -> list[str]:
+        return [i.bucket_id for s in (*self.stable, *self.sections) if key in (None, s.key) for i in s.items
+                if i.bucket_id]
+
+
+def _note(text: str, key: str) -> Item:
+    return Item(None, None, "note", text, None, None, None, rank_score=1e9, extra={"note": key})
+
+
+def assemble(brain, *, plan: QueryPlan, state: SessionState, query: str, core: list[Item], facts: list[Item],
+             items: dict[str, list[Item]], suppressed: list[Suppressed], unknown: bool, timings: dict) -> Turn:
+    cfg = brain.config
+    gw = cfg.gateway
+    title = {k: v.format(ai_name=cfg.identity.ai_name) for k, v in TITLES.items()}
+    dyn: dict[str, list[Item]] = {k: list(items.get(k, [])) for k in DYNAMIC_ORDER}
+    if unknown:
+        dyn["recalled_memory"] = [_note(gw.unknown_line, "unknown")]
+    has_memory = any(dyn[k] for k in DYNAMIC_ORDER)
+    mode_line = gw.context_mode_lines.get(plan.context_mode)
+    if mode_line and (has_memory or not plan.skip_reason):
+        dyn["context_mode"] = [_note(mode_line, "context_mode")]
+    if gw.persona_state.strip():
+        dyn["persona_state"] = [_note(gw.persona_state.strip(), "persona_state")]
+
+    stable = [SectionOut(k, title[k], tuple(v)) for k, v in (("core_memory", core), ("facts", facts)) if v]
+    dynamic = [SectionOut(k, title[k], tuple(dyn[k])) for k in DYNAMIC_ORDER if dyn[k]]
+    kept, trims = apply_budgets([*stable, *dynamic], gw.budgets, order=(*STABLE_ORDER, *DYNAMIC_ORDER))
+    kept = [s for s in kept if s.items]
+    stable = [s for s in kept if s.key in STABLE_ORDER]
+    dynamic = [s for s in kept if s.key not in STABLE_ORDER]
+    by_id = {i.bucket_id: i for s in (*stable, *dynamic) for i in s.items if i.bucket_id}
+    all_items = {i.bucket_id: (sec.key, i) for sec in [SectionOut(k, "", tuple(v)) for k, v in dyn.items()]
+                 for i in sec.items if i.bucket_id}
+    sup = list(suppressed)
+    for tr in trims:
+        bid = tr.get("bucket_id")
+        if not bid or bid in by_id and tr.get("reason") == "budget_cut_to_moment":
+            continue
+        if bid in by_id:
+            continue
+        _sec, item = all_items.get(bid, (tr.get("section"), None))
+        gate = dict(item.runtime_gate or {}) if item else {}
+        gate.update(decision="suppressed", section=None, reason=tr["reason"])
+        sup.append(Suppressed(bid, item.layer if item else "unknown", tr["reason"],
+                              item.layer_debug if item else {}, gate))
+    rendered = render_markdown(stable, dynamic, cfg.render.framing_line)
+    return Turn(query=query, session=state.session, at=state.now.isoformat(), space=state.space, plan=plan,
+                stable=stable, sections=dynamic, suppressed=sup, rendered=rendered,
+                tokens=estimate_tokens(rendered), timings=timings)

@@ -1,0 +1,143 @@
+"""Durable session state in the ledger: rounds, injected items, last-seen times, turn log.
+
+Cooldowns and re-entry only mean something if they survive a restart, so every turn's
+bookkeeping is one ledger transaction. Dry runs (debug routes) read but never write here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from .recall_types import SessionState
+from .store.ledger import Ledger
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    space TEXT NOT NULL,
+    session TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    last_seen TEXT NOT NULL,
+    recent_fired_at TEXT,
+    PRIMARY KEY (space, session)
+);
+CREATE TABLE IF NOT EXISTS injections (
+    space TEXT NOT NULL,
+    session TEXT NOT NULL,
+    bucket_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    section TEXT NOT NULL,
+    PRIMARY KEY (space, session, bucket_id)
+);
+CREATE INDEX IF NOT EXISTS injections_bucket ON injections(space, bucket_id);
+CREATE TABLE IF NOT EXISTS space_state (
+    space TEXT PRIMARY KEY,
+    last_seen TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS turn_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    space TEXT NOT NULL,
+    session TEXT NOT NULL,
+    at TEXT NOT NULL,
+    bucket_ids TEXT NOT NULL,          -- space-separated ids injected or suppressed, for purge
+    turn TEXT NOT NULL                 -- the TURN object as sent, with timings
+);
+CREATE INDEX IF NOT EXISTS turn_log_space ON turn_log(space, session, seq);
+"""
+
+
+def _dt(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+class SessionStore:
+    def __init__(self, ledger: Ledger, *, log_size: int = 50, expiry_days: float = 30) -> None:
+        self.ledger = ledger
+        self.log_size = log_size
+        self.expiry_days = expiry_days
+        ledger.ensure_schema("sessions", SCHEMA)
+
+    def load(self, space: str, session: str, now: datetime, *, dry_run: bool = False) -> SessionState:
+        row = self.ledger.one("SELECT round, recent_fired_at FROM sessions WHERE space = ? AND session = ?",
+                              (space, session))
+        seen = self.ledger.one("SELECT last_seen FROM space_state WHERE space = ?", (space,))
+        injected = {r["bucket_id"]: (r["round"], r["at"]) for r in self.ledger.query(
+            "SELECT bucket_id, round, at FROM injections WHERE space = ? AND session = ?", (space, session))}
+        return SessionState(
+            space=space, session=session, now=now, round=(row["round"] if row else 0) + 1, injected=injected,
+            last_seen=_dt(seen["last_seen"]) if seen else None,
+            recent_context_fired_at=_dt(row["recent_fired_at"]) if row else None, dry_run=dry_run,
+        )
+
+    def record(self, state: SessionState, injected: Iterable[tuple[str, str]], *, recent_fired: bool,
+               turn: dict, mentioned: Iterable[str]) -> None:
+        """Advance the round, remember what was injected, and log the turn, atomically."""
+        now = state.now.isoformat()
+        with self.ledger.tx() as c:
+            c.execute(
+                "INSERT INTO sessions(space, session, round, last_seen, recent_fired_at) VALUES (?,?,?,?,?) "
+                "ON CONFLICT(space, session) DO UPDATE SET round = excluded.round, last_seen = excluded.last_seen, "
+                "recent_fired_at = COALESCE(excluded.recent_fired_at, sessions.recent_fired_at)",
+                (state.space, state.session, state.round, now, now if recent_fired else None))
+            c.executemany(
+                "INSERT INTO injections(space, session, bucket_id, round, at, section) VALUES (?,?,?,?,?,?) "
+                "ON CONFLICT(space, session, bucket_id) DO UPDATE SET round = excluded.round, at = excluded.at, "
+                "section = excluded.section",
+                [(state.space, state.session, bid, state.round, now, section) for bid, section in injected])
+            c.execute("INSERT INTO space_state(space, last_seen) VALUES (?, ?) ON CONFLICT(space) DO UPDATE SET "
+                      "last_seen = MAX(space_state.last_seen, excluded.last_seen)", (state.space, now))
+            c.execute("INSERT INTO turn_log(space, session, at, bucket_ids, turn) VALUES (?,?,?,?,?)",
+                      (state.space, state.session, now, " ".join(sorted(set(mentioned))),
+                       json.dumps(turn, ensure_ascii=False)))
+            c.execute("DELETE FROM turn_log WHERE space = ? AND session = ? AND seq NOT IN (SELECT seq FROM turn_log "
+                      "WHERE space = ? AND session = ? ORDER BY seq DESC LIMIT ?)",
+                      (state.space, state.session, state.space, state.session, self.log_size))
+
+    def injections_log(self, space: str, session: str | None = None, limit: int = 20) -> list[dict]:
+        if session:
+            rows = self.ledger.query("SELECT turn FROM turn_log WHERE space = ? AND session = ? ORDER BY seq DESC "
+                                     "LIMIT ?", (space, session, limit))
+        else:
+            rows = self.ledger.query("SELECT turn FROM turn_log WHERE space = ? ORDER BY seq DESC LIMIT ?",
+                                     (space, limit))
+        return [json.loads(r["turn"]) for r in rows]
+
+    def sessions(self, space: str) -> list[dict]:
+        return [dict(r) for r in self.ledger.query(
+            "SELECT session, round, last_seen FROM sessions WHERE space = ? ORDER BY last_seen DESC", (space,))]
+
+    def bucket_injections(self, space: str, bucket_id: str, limit: int = 20) -> list[dict]:
+        return [dict(r) for r in self.ledger.query(
+            "SELECT session, round, at, section FROM injections WHERE space = ? AND bucket_id = ? "
+            "ORDER BY at DESC LIMIT ?", (space, bucket_id, limit))]
+
+    def forget_buckets(self, space: str, bucket_ids: Iterable[str]) -> int:
+        """Drop injection history and logged turns that mention purged buckets."""
+        ids = list(bucket_ids)
+        n = 0
+        with self.ledger.tx() as c:
+            for bid in ids:
+                n += c.execute("DELETE FROM injections WHERE space = ? AND bucket_id = ?", (space, bid)).rowcount
+                n += c.execute("DELETE FROM turn_log WHERE space = ? AND (' ' || bucket_ids || ' ') LIKE ?",
+                               (space, f"% {bid} %")).rowcount
+        return n
+
+    def forget_space(self, space: str) -> int:
+        n = 0
+        with self.ledger.tx() as c:
+            for table in ("sessions", "injections", "space_state", "turn_log"):
+                n += c.execute(f"DELETE FROM {table} WHERE space = ?", (space,)).rowcount
+        return n
+
+    def expire(self, now: datetime) -> int:
+        """Remove sessions idle longer than gateway.session_expiry_days (their cooldowns lapse)."""
+        cutoff = (now - timedelta(days=self.expiry_days)).isoformat()
+        with self.ledger.tx() as c:
+            old = [(r["space"], r["session"]) for r in c.execute(
+                "SELECT space, session FROM sessions WHERE last_seen < ?", (cutoff,))]
+            for space, session in old:
+                c.execute("DELETE FROM sessions WHERE space = ? AND session = ?", (space, session))
+                c.execute("DELETE FROM injections WHERE space = ? AND session = ?", (space, session))
+        return len(old)

@@ -1,0 +1,172 @@
+"""Shared fixtures: offline guard, brains on real stores, a real Chroma server, a real HTTP server.
+
+Everything here is real: Chroma (embedded or `chroma run` on loopback), SQLite, jieba, the
+embedding model (loaded once per session by the process-wide cache) and Flask under waitress.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ["ANONYMIZED_TELEMETRY"] = "False"
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("OMBRE_SHARED", ROOT.parent / "shared"))
+SCENARIOS = SHARED / "scenarios"
+LOCOMO = SHARED / "data" / "locomo"
+ZH_RECALL = SHARED / "data" / "zh_recall" / "companion_zh.yaml"
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _is_local(address) -> bool:
+    if isinstance(address, str | bytes):  # AF_UNIX paths
+        return True
+    host = address[0] if isinstance(address, tuple) else address
+    if isinstance(host, bytes):
+        host = host.decode()
+    return host in ("localhost", "::1", "0.0.0.0") or str(host).startswith("127.")
+
+
+class NetworkAttempt(AssertionError):
+    pass
+
+
+def _guard_connect(self, address):
+    if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_local(address):
+        raise NetworkAttempt(f"test tried to reach the network: {address!r}")
+    return _real_connect(self, address)
+
+
+def _guard_connect_ex(self, address):
+    if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_local(address):
+        raise NetworkAttempt(f"test tried to reach the network: {address!r}")
+    return _real_connect_ex(self, address)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_network():
+    """Fail any test that tries to open a connection to a non-loopback address."""
+    socket.socket.connect = _guard_connect
+    socket.socket.connect_ex = _guard_connect_ex
+    yield
+    socket.socket.connect = _real_connect
+    socket.socket.connect_ex = _real_connect_ex
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory):
+    """A real `chroma run` on loopback for the session; yields (host, port)."""
+    exe = shutil.which("chroma", path=str(Path(sys.executable).parent)) or shutil.which("chroma")
+    if exe is None:
+        pytest.fail("the `chroma` command (from the chromadb package) is not installed")
+    port = free_port()
+    path = tmp_path_factory.mktemp("chroma-server")
+    log = open(path / "server.log", "wb")  # noqa: SIM115 - closed at teardown
+    proc = subprocess.Popen([exe, "run", "--path", str(path / "db"), "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+        except OSError:
+            if proc.poll() is not None:
+                pytest.fail(f"chroma run exited: {(path / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("chroma run did not answer within 30 s")
+    yield ("127.0.0.1", port)
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(params=["embedded", "http"])
+def store_mode(request):
+    """Parametrise a test over embedded Chroma and a real Chroma server."""
+    if request.param == "http":
+        host, port = request.getfixturevalue("chroma_server")
+        return {"store": {"chroma": {"mode": "http", "host": host, "port": port}}}
+    return {}
+
+
+@pytest.fixture
+def brain_path(tmp_path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def brain(brain_path):
+    from ombre_brain import Brain
+
+    b = Brain.open(brain_path, {"identity": {"ai_name": "Haven", "user_name": "Xiaoyu"}})
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def mode_brain(brain_path, store_mode):
+    from ombre_brain import Brain
+
+    b = Brain.open(brain_path, store_mode)
+    yield b
+    b.close()
+
+
+class LiveServer:
+    """The real app under waitress on a loopback port, in a thread."""
+
+    def __init__(self, brain, env_tokens=None) -> None:
+        from waitress import create_server
+
+        from ombre_brain.debug_ui.app import create_app
+
+        self.brain = brain
+        self.app = create_app(brain, env_tokens=env_tokens)
+        self.server = create_server(self.app, host="127.0.0.1", port=0, threads=8)
+        self.port = self.server.effective_port
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.close()
+
+
+@pytest.fixture
+def server(brain):
+    s = LiveServer(brain)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def client(server):
+    import httpx
+
+    with httpx.Client(base_url=server.url, timeout=30) as c:
+        yield c
