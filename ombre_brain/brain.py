@@ -137,8 +137,22 @@ class Brain:
         bid, _created = self.store.write(bucket, dedupe=dedupe)
         return bid
 
-    def write_many(self, items: list[Mapping], *, now: datetime | None = None) -> list[str]:
-        return [self.write(now=now, **dict(item)) for item in items]
+    def write_many(self, items: list[Mapping], *, now: datetime | None = None, dedupe: bool = True,
+                   progress=None) -> list[str]:
+        """Store many buckets through the store's batch path; every item is validated before any is written.
+
+        Same validation, suppression check and dedupe as :meth:`write`, item by item; a bad item
+        raises naming its position and nothing is stored.
+        """
+        buckets = []
+        for i, item in enumerate(items):
+            try:
+                bucket = self._validated(dict(item), now)
+                self._check_suppressed(bucket)
+            except ValidationError as exc:
+                raise ValidationError(exc.message, field=f"items[{i}]", code=exc.code) from None
+            buckets.append(bucket)
+        return [bid for bid, _created in self.store.write_many(buckets, dedupe=dedupe, progress=progress)]
 
     def _validated(self, data: dict, now: datetime | None) -> Bucket:
         if not any(data.get(k) for k in ("memory_subject", "memory_layer")):

@@ -38,17 +38,19 @@ def is_reliable_chain(path: Sequence[PathStep], cfg: DiffusionConfig) -> bool:
 
 def _adjacency(edges: Sequence[Edge], cfg: DiffusionConfig, caution: bool,
                blocked: set[str] | frozenset[str]) -> dict[str, list[tuple[str, str, float, float]]]:
-    """node -> [(neighbour, relation, confidence, confidence × weight)], walkable both ways."""
+    """node -> [(neighbour, relation, confidence, confidence × weight)], walkable both ways, never into blocked."""
     adj: dict[str, list[tuple[str, str, float, float]]] = {}
     for e in edges:
-        if e.from_id == e.to_id or e.from_id in blocked or e.to_id in blocked:
+        if e.from_id == e.to_id:
             continue
         conf = min(1.0, max(0.0, float(e.confidence)))
         factor = conf * relation_weight(e.relation, cfg, caution=caution)
         if factor <= 0:
             continue
-        adj.setdefault(e.from_id, []).append((e.to_id, e.relation, conf, factor))
-        adj.setdefault(e.to_id, []).append((e.from_id, e.relation, conf, factor))
+        if e.to_id not in blocked:
+            adj.setdefault(e.from_id, []).append((e.to_id, e.relation, conf, factor))
+        if e.from_id not in blocked:
+            adj.setdefault(e.to_id, []).append((e.from_id, e.relation, conf, factor))
     for nbrs in adj.values():
         nbrs.sort(key=lambda n: (n[0], n[1], -n[2]))
     return adj
@@ -76,7 +78,8 @@ def diffuse(seeds: Sequence[tuple[str, float]], edges: Sequence[Edge], *, cfg: D
     - Seed strengths are divided by the largest, so the turn's top direct hit spreads with 1.
     - Paths are simple (no bucket twice), at most ``max_hops`` steps; a target needs
       ``min_activation``. Paths may pass through other seeds; a seed is never a target.
-    - ``blocked`` ids are neither returned nor walked through. ``target_ok(id, path)`` may
+    - ``blocked`` ids are neither returned nor walked through (a blocked seed still spreads,
+      so passing every id already shown is safe). ``target_ok(id, path)`` may
       refuse a target (layer policy; e.g. a dream only when the path ends in ``dream_ring``);
       a refused target can still be walked through.
     - Per seed, each target keeps its best path and only the best ``max_paths_per_hit``
@@ -97,7 +100,7 @@ def diffuse(seeds: Sequence[tuple[str, float]], edges: Sequence[Edge], *, cfg: D
     best: dict[str, DiffusionHit] = {}
     for sid in sorted(seed_ids):
         s0 = strength[sid] / top
-        if s0 <= 0 or sid in blocked:
+        if s0 <= 0:
             continue
         per_target: dict[str, DiffusionHit] = {}
 

@@ -84,7 +84,7 @@ def tokenize(text: str, stop_words: frozenset[str] = frozenset()) -> list[str]:
         return []
     if not _jieba_ready:
         init_jieba(None)
-    stops = _normalised_stops(stop_words) if stop_words else frozenset()
+    stops = _normalised_stops(frozenset(stop_words)) if stop_words else frozenset()
     out: list[str] = []
     for i, piece in enumerate(_HAN_SPLIT_RE.split(_normalise(text))):
         if not piece:

@@ -420,7 +420,9 @@ def _render_related(ctx: TurnContext, d: Decided, direct: list[Decided]) -> Item
     if h.reliable_chain and len(h.path) >= 2:
         seed = next((x.bucket for x in direct if x.bucket.id == h.seed_id), None)
         if seed is not None:
-            return _item(d, "chain_bundle", render_chain_bundle(seed, h.path, d.bucket, ctx.cfg.render),
+            mids = ctx.brain.store.get_many(ctx.space, {p.to_id for p in h.path} | {p.from_id for p in h.path})
+            titles = {bid: b.title for bid, b in mids.items()}
+            return _item(d, "chain_bundle", render_chain_bundle(seed, h.path, d.bucket, ctx.cfg.render, titles=titles),
                          "diffused_memory", extra)
     return _item(d, "summary", render_summary(d.bucket, ctx.cfg.render), "diffused_memory", extra)
 

@@ -158,7 +158,7 @@ def render_window(bucket: Bucket, moment: Moment | None, cfg: Any) -> str:
         out = ELLIPSIS + out
     if right < len(text) and text[right:].strip():
         out += ELLIPSIS
-    return lead + out
+    return (lead + out).strip("\n")
 
 
 def _line_window(text: str, span: tuple[int, int], limit: int) -> str:

@@ -10,8 +10,7 @@ import dataclasses
 from collections.abc import Sequence
 from time import perf_counter
 
-from .embedding import has_cjk
-from .fusion import admit, dense_weight_for, fuse, group_by_bucket
+from .fusion import admit, dense_weight_for, fuse, group_by_bucket, is_cjk_text
 from .recall_types import Candidate, QueryPlan
 
 
@@ -50,13 +49,13 @@ class Retriever:
         lexical = {k: v for k, v in lexical.items() if k in moments}
         anchors = [a.lower() for a in plan.anchors if a.strip()]
         anchor_hits = {mid for mid, m in moments.items() if anchors and any(a in m.text.lower() for a in anchors)}
-        w = dense_weight_for(query, self.cfg, backend=emb.backend, cjk_capable=emb.cjk_capable)
+        w = dense_weight_for(query, self.cfg, backend=emb.backend, cjk_capable=emb.cjk_capable, anchors=plan.anchors)
         hits = fuse(vector, lexical, moments, dense_weight=w, anchors_hit=anchor_hits,
                     anchor_bonus=rc.fusion.anchor_bonus)
         buckets = self.store.get_many(space, {m.bucket_id for m in moments.values()})
         cands = group_by_bucket(hits, buckets)
         idx = self.store.lexical(space)
-        query_is_cjk = has_cjk(query)
+        query_is_cjk = is_cjk_text(query)
         cands = [dataclasses.replace(c, admission=admit(
             c, plan.terms, idf=idx.idf, cfg=self.cfg, backend=emb.backend, cjk_capable=emb.cjk_capable,
             query_is_cjk=query_is_cjk)) for c in cands]

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ombre_brain.buckets import Bucket, Comment, build_moments
+from ombre_brain.buckets import Bucket, Comment, Moment, build_moments
 from ombre_brain.config import load_config
 from ombre_brain.fusion import admit, dense_weight_for, discriminative_terms, fuse, group_by_bucket, is_cjk_text
 from ombre_brain.recall_types import Candidate, MomentHit
@@ -59,8 +59,8 @@ def random_case(rng: random.Random):
     for k in range(n):
         b = f"b{rng.randint(0, 6)}"
         mid = f"{b}#{k}"
-        moments[mid] = build_moments(Bucket(id=b, space="s", title="t"))[0].__class__(
-            mid, b, k, rng.choice(["title", "moment", "affect_anchor"]), f"text {k}", rng.random() < 0.2)
+        moments[mid] = Moment(mid, b, k, rng.choice(["title", "moment", "affect_anchor"]), f"text {k}",
+                              rng.random() < 0.2)
     ids = list(moments) + ["ghost#1"]
     # Coarse values make exact ties common, so the tie-break is exercised too.
     vector = {i: rng.choice([round(rng.uniform(-0.2, 1.0), 2), 0.5]) for i in ids if rng.random() < 0.7}

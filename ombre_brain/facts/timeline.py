@@ -146,46 +146,49 @@ def resolve(revisions: list[Revision] | tuple[Revision, ...]) -> RecordView:
     pending: dict[int, Revision] = {}
     for r in sorted(revisions, key=lambda r: r.revision):
         if r.adoption == "pending":
-            view.status[r.revision] = PENDING
             pending[r.revision] = r
             continue
-        view.head = r.revision
-        _apply(view, r, r.op, r.target, pending)
-    for rev, p in pending.items():
-        view.status[rev] = PENDING if _pending_still_valid(view, p) else STALE
+        if _apply(view, r, r.op, r.target, pending):
+            view.head = r.revision
     for r in revisions:
-        if r.forgotten:
+        if r.forgotten and r.adoption != "pending":
             view.status[r.revision] = FORGOTTEN
+    for rev in sorted(pending):   # a pending revision only ever targets earlier ones
+        p = pending[rev]
+        view.status[rev] = FORGOTTEN if p.forgotten else PENDING if _pending_still_valid(view, p) else STALE
     _build_segments(view)
     return view
 
 
-def _apply(view: RecordView, r: Revision, op: str, target: int | None, pending: dict[int, Revision]) -> None:
+def _apply(view: RecordView, r: Revision, op: str, target: int | None, pending: dict[int, Revision]) -> bool:
+    """Apply one adopted revision; True when it changed the record (rejecting a pending one does not)."""
     if op in ("establish", "change", "exception"):
         slot = Slot(op, r.revision, r)
         view.slots.append(slot)
         view.slot_of[r.revision] = slot
         view.status[r.revision] = LIVE
-    elif op == "correct" and target in view.slot_of:
+        return True
+    if op == "correct" and target in view.slot_of:
         _replace(view, r, target, CORRECTED)
-    elif op == "deny":
+        return True
+    if op == "deny":
+        view.status[r.revision] = APPLIED
         if target in pending:
             del pending[target]
             view.status[target] = REJECTED
-        else:
-            view.denied = True
-        view.status[r.revision] = APPLIED
-    elif op == "confirm":
+            return False
+        view.denied = True
+        return True
+    if op == "confirm":
         if target in pending:
             p = pending.pop(target)
             view.status[target] = CONFIRMED
-            _apply(view, r, p.op, p.target, pending)   # r carries a copy of p's content
-            if p.op == "deny":
-                view.status[r.revision] = APPLIED
-        elif target in view.slot_of:
+            return _apply(view, r, p.op, p.target, pending)   # r carries a copy of p's content
+        if target in view.slot_of:
             _replace(view, r, target, SUPERSEDED)
-        else:
-            view.status[r.revision] = APPLIED
+            return True
+    view.status[r.revision] = APPLIED
+    return False
 
 
 def _replace(view: RecordView, r: Revision, target: int, old_status: str) -> None:
@@ -204,8 +207,9 @@ def _pending_still_valid(view: RecordView, p: Revision) -> bool:
         return view.head is None
     if p.op == "correct":
         return view.status.get(p.target) == LIVE
-    if p.op == "deny" and p.target is not None and view.revisions.get(p.target, p).adoption == "pending":
-        return view.status.get(p.target) == PENDING and p.target not in (None,) and True
+    aimed = view.revisions.get(p.target) if p.target is not None else None
+    if p.op == "deny" and aimed is not None and aimed.adoption == "pending":
+        return view.status.get(p.target) == PENDING
     return p.target is not None and p.target == view.head
 
 
@@ -213,15 +217,15 @@ def _build_segments(view: RecordView) -> None:
     base: list[Segment] = []
     for slot in view.base_slots:
         c = slot.live
-        if slot.kind == "establish" or not base:
+        onset = c.valid_from
+        if slot.kind == "establish" or not base or onset is None:
             base = [Segment(c.valid_from, c.valid_until, slot)]
             continue
-        onset = c.valid_from
         kept = []
         for seg in base:
-            if onset is not None and seg.start is not None and seg.start >= onset:
+            if seg.start is not None and seg.start >= onset:
                 continue
-            end = seg.end if (seg.end is not None and onset is not None and seg.end <= onset) else onset
+            end = onset if seg.end is None or seg.end > onset else seg.end
             kept.append(Segment(seg.start, end, seg.slot))
         base = kept + [Segment(onset, c.valid_until, slot)]
     view.base = base

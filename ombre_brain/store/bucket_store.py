@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -27,6 +29,8 @@ from .ledger import Ledger
 
 log = logging.getLogger("ombre_brain")
 
+STORE_META_SCHEMA = "CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+CHROMA_BATCH = 4000  # moments per Chroma upsert in write_many
 RELATIONS = ("same_event", "context_of", "evidenced_by", "relates_to", "old_version", "conflict", "dream_ring")
 
 
@@ -55,7 +59,9 @@ class BucketStore:
         self.data_dir = Path(data_dir)
         self.config = config
         self.ledger = Ledger(self.data_dir / "ledger.db", config.store.ledger_busy_timeout_ms)
-        self.chroma = ChromaBackend(config.store.chroma, self.data_dir / "chroma")
+        self.ledger.ensure_schema("store_meta", STORE_META_SCHEMA)
+        namespace = self.store_id() if config.store.chroma.mode == "http" else ""
+        self.chroma = ChromaBackend(config.store.chroma, self.data_dir / "chroma", namespace=namespace)
         self._embedder_factory = embedder_factory
         self._embedder = None
         self._tokenize = tokenizer
@@ -64,6 +70,12 @@ class BucketStore:
         self._checked_spaces: set[str] = set()
 
     # ------------------------------------------------------------ plumbing
+
+    def store_id(self) -> str:
+        """This data directory's random id, made once; it namespaces collections on a shared Chroma server."""
+        with self.ledger.tx() as c:
+            c.execute("INSERT OR IGNORE INTO store_meta(key, value) VALUES ('store_id', ?)", (uuid.uuid4().hex,))
+            return c.execute("SELECT value FROM store_meta WHERE key = 'store_id'").fetchone()["value"]
 
     @property
     def embedder(self):
@@ -85,8 +97,8 @@ class BucketStore:
                 return False
             with self.ledger.tx() as c:
                 c.execute("INSERT OR IGNORE INTO spaces(space, collection, model_id, dimension, created) "
-                          "VALUES (?,?,?,?,?)", (space, collection_name(space), emb.model_id, emb.dimension,
-                                                 datetime.now(timezone.utc).isoformat()))
+                          "VALUES (?,?,?,?,?)", (space, collection_name(space, self.chroma.namespace), emb.model_id,
+                                                 emb.dimension, datetime.now(timezone.utc).isoformat()))
         elif row["model_id"] != emb.model_id:
             raise EmbeddingError(
                 f"space {space!r} was embedded with {row['model_id']} but the configured embedder is "
@@ -144,6 +156,105 @@ class BucketStore:
             if idx is not None:
                 idx.add([(m.id, t) for m, t in zip(moments, tokens, strict=True)])
         return bucket.id, True
+
+    def write_many(self, buckets: Sequence[Bucket], *, dedupe: bool = True, batch_size: int = 256,
+                   progress: Callable[[int], None] | None = None) -> list[tuple[str, bool]]:
+        """Store many new buckets; returns (id, created) per bucket, in order, as :meth:`write` would.
+
+        Bulk loading at write() speed spends its time on tiny embedding batches and one Chroma
+        call per bucket, so here each batch of ``batch_size`` buckets is embedded in one pass,
+        recorded in one ledger transaction (``pending``), upserted to Chroma in one call per
+        space and committed in one more transaction: the same protocol, so reconcile still
+        finishes a batch cut short by a crash. Every duplicate id (in the store or the list) is
+        refused before anything is written; with ``dedupe`` an exact duplicate, in the store or
+        earlier in the list, returns the earlier id. ``progress`` is called with each batch's size.
+        """
+        buckets = list(buckets)
+        for space in dict.fromkeys(b.space for b in buckets):
+            self.ensure_space(space)
+        results: list[tuple[str, bool] | None] = [None] * len(buckets)
+        fresh: list[tuple[int, Bucket, str]] = []
+        seen_hash: dict[tuple[str, str], str] = {}
+        seen_id: set[tuple[str, str]] = set()
+        for space, idx in _by_space(buckets).items():
+            hashes = {i: buckets[i].content_hash() for i in idx}
+            stored_hash = self._existing(space, "content_hash", list(hashes.values())) if dedupe else {}
+            stored_ids = set(self._existing(space, "id", [buckets[i].id for i in idx], deleting_too=True))
+            for i in idx:
+                b, h = buckets[i], hashes[i]
+                dup = (seen_hash.get((space, h)) or stored_hash.get(h)) if dedupe else None
+                if dup is not None:
+                    results[i] = (dup, False)
+                    continue
+                if b.id in stored_ids or (space, b.id) in seen_id:
+                    raise ValidationError(f"bucket {b.id!r} already exists in space {space!r}", field="id",
+                                          code="duplicate_id")
+                seen_hash[(space, h)] = b.id
+                seen_id.add((space, b.id))
+                fresh.append((i, b, h))
+        for start in range(0, len(fresh), max(1, batch_size)):
+            batch = fresh[start:start + max(1, batch_size)]
+            self._write_batch([(b, h) for _, b, h in batch])
+            for i, b, _ in batch:
+                results[i] = (b.id, True)
+            if progress is not None:
+                progress(len(batch))
+        return [r for r in results if r is not None]
+
+    def _existing(self, space: str, column: str, values: list[str], deleting_too: bool = False) -> dict[str, str]:
+        """Of ``values``, those already stored in ``column`` of the space's buckets: {value: bucket id}."""
+        found: dict[str, str] = {}
+        state = "" if deleting_too else " AND state != 'deleting'"
+        uniq = list(dict.fromkeys(values))
+        for i in range(0, len(uniq), 900):
+            chunk = uniq[i:i + 900]
+            marks = ",".join("?" * len(chunk))
+            for r in self.ledger.query(f"SELECT id, {column} v FROM buckets WHERE space = ? AND {column} IN "
+                                       f"({marks}){state}", (space, *chunk)):
+                found.setdefault(r["v"], r["id"])
+        return found
+
+    def _write_batch(self, batch: list[tuple[Bucket, str]]) -> None:
+        built = [(b, build_moments(b)) for b, _ in batch]
+        texts = [m.text for _, ms in built for m in ms]
+        tokens = [self.tokens(t) for t in texts]
+        vectors = self.embedder.passages(texts)
+        rows = []
+        pos = 0
+        for b, ms in built:
+            rows.append((b, ms, tokens[pos:pos + len(ms)], vectors[pos:pos + len(ms)]))
+            pos += len(ms)
+        try:
+            with self.ledger.tx() as c:
+                for (b, ms, toks, _), (_, h) in zip(rows, batch, strict=True):
+                    self._insert_rows(c, b, ms, toks, h)
+        except sqlite3.IntegrityError:  # a concurrent writer took an id since the up-front check
+            raise ValidationError("a bucket id in the batch already exists (written concurrently)", field="id",
+                                  code="duplicate_id") from None
+        for space, idx in _by_space([r[0] for r in rows]).items():
+            ids, vecs, metas, docs = [], [], [], []
+            for i in idx:
+                b, ms, _, v = rows[i]
+                ids += [m.id for m in ms]
+                vecs.append(v)
+                metas += [_meta(b, m) for m in ms]
+                docs += [m.text for m in ms]
+            allv = np.concatenate(vecs)
+            for j in range(0, len(ids), CHROMA_BATCH):  # under Chroma's max batch size however long the bodies
+                sl = slice(j, j + CHROMA_BATCH)
+                self.chroma.upsert(space, ids[sl], allv[sl], metas[sl], docs[sl])
+        with self.ledger.tx() as c:
+            for space, idx in _by_space([r[0] for r in rows]).items():
+                bids = [rows[i][0].id for i in idx]
+                for i in range(0, len(bids), 900):
+                    chunk = bids[i:i + 900]
+                    c.execute(f"UPDATE buckets SET state = 'committed' WHERE space = ? AND state = 'pending' AND id IN "
+                              f"({','.join('?' * len(chunk))})", (space, *chunk))
+        with self._lock:
+            for b, ms, toks, _ in rows:
+                idx = self._lexical.get(b.space)
+                if idx is not None:
+                    idx.add([(m.id, t) for m, t in zip(ms, toks, strict=True)])
 
     def _insert_rows(self, c, bucket: Bucket, moments, tokens, chash: str, state: str = "pending") -> None:
         c.execute(
@@ -387,6 +498,14 @@ class BucketStore:
 
     def close(self) -> None:
         self.ledger.close()
+
+
+def _by_space(buckets: Sequence[Bucket]) -> dict[str, list[int]]:
+    """Positions of the buckets grouped by space, in order (Chroma holds one collection per space)."""
+    out: dict[str, list[int]] = {}
+    for i, b in enumerate(buckets):
+        out.setdefault(b.space, []).append(i)
+    return out
 
 
 def _moment(r) -> Moment:

@@ -22,20 +22,26 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 
-def collection_name(space: str) -> str:
-    """A Chroma-legal, stable name for a space (space names may contain ':')."""
-    return "ob_" + hashlib.sha256(space.encode()).hexdigest()[:32]
+def collection_name(space: str, namespace: str = "") -> str:
+    """A Chroma-legal, stable name for a space (space names may contain ':').
+
+    ``namespace`` is the data directory's store id in server mode, so two data directories
+    sharing one `chroma run` never read or drop each other's collections.
+    """
+    key = f"{namespace}\x00{space}" if namespace else space
+    return "ob_" + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 class ChromaBackend:
     """The thin layer over chromadb; everything it returns is plain Python data."""
 
-    def __init__(self, cfg: ChromaConfig, path: Path) -> None:
+    def __init__(self, cfg: ChromaConfig, path: Path, namespace: str = "") -> None:
         import chromadb
         from chromadb.config import Settings
 
         settings = Settings(anonymized_telemetry=False, allow_reset=False)
         self.mode = cfg.mode
+        self.namespace = namespace
         try:
             if cfg.mode == "http":
                 self.client = chromadb.HttpClient(host=cfg.host, port=cfg.port, settings=settings)
@@ -51,9 +57,10 @@ class ChromaBackend:
     def collection(self, space: str):
         col = self._collections.get(space)
         if col is None:
+            meta = {"space": space, "store": self.namespace} if self.namespace else {"space": space}
             col = self.client.get_or_create_collection(
-                collection_name(space), embedding_function=None,
-                configuration={"hnsw": {"space": "cosine"}}, metadata={"space": space},
+                collection_name(space, self.namespace), embedding_function=None,
+                configuration={"hnsw": {"space": "cosine"}}, metadata=meta,
             )
             self._collections[space] = col
         return col
@@ -103,7 +110,7 @@ class ChromaBackend:
         return self.collection(space).count()
 
     def drop_space(self, space: str) -> None:
-        name = collection_name(space)
+        name = collection_name(space, self.namespace)
         self._collections.pop(space, None)
         try:
             self.client.delete_collection(name)
@@ -114,6 +121,6 @@ class ChromaBackend:
         out = []
         for col in self.client.list_collections():
             meta = getattr(col, "metadata", None) or {}
-            if "space" in meta:
+            if "space" in meta and meta.get("store", "") == self.namespace:
                 out.append(meta["space"])
         return out

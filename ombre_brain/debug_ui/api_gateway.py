@@ -1,0 +1,162 @@
+"""`/v1/inject` and the OpenAI-compatible `/v1/chat/completions` proxy (DESIGN §8).
+
+The proxy changes exactly one thing in the request: it inserts the turn's memory block as a
+system message just before the last user message. Everything else, including the upstream's
+errors, passes through untouched. Writing the exchange to memory is only queued here; the
+worker in :mod:`ombre_brain.ingest` does it later, so the live reply never waits for it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+from flask import Blueprint, Response, jsonify, request, stream_with_context
+
+from ..errors import UpstreamError, ValidationError
+from ..upstream import SSEText, UpstreamNotConfigured, completion_text, message_text
+from .common import authorize_space, get_brain, json_body, token_default_space
+
+log = logging.getLogger("ombre_brain")
+
+bp = Blueprint("gateway", __name__)
+
+INJECT_FIELDS = ("space", "session_id", "query", "now")
+MAX_QUERY_CHARS = 8000
+# Upstream response headers worth passing on (rate limits, request ids); the rest is hop-by-hop.
+PASS_HEADERS = ("retry-after", "x-request-id", "openai-processing-ms", "openai-model")
+PASS_PREFIXES = ("x-ratelimit-",)
+
+
+def _session(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 200:
+        raise ValidationError("expected a non-empty string of at most 200 characters", field=name)
+    return value
+
+
+@bp.post("/v1/inject")
+def inject():
+    """One turn of the read pipeline for a gateway that builds its own prompt: the §11 TURN."""
+    body = json_body()
+    unknown = sorted(set(body) - set(INJECT_FIELDS))
+    if unknown:
+        raise ValidationError(f"unknown field(s) {', '.join(unknown)}; expected {', '.join(INJECT_FIELDS)}",
+                              code="unknown_field")
+    space = authorize_space(body.get("space"))
+    session = _session(body.get("session_id", "default"), "session_id")
+    query = body.get("query")
+    if not isinstance(query, str):
+        raise ValidationError("is required and must be a string (the user's message)", field="query")
+    now = body.get("now")
+    if now is not None and not isinstance(now, str):
+        raise ValidationError("expected an ISO-8601 time with offset, e.g. 2026-11-30T20:00:00+08:00", field="now")
+    return jsonify(get_brain().turn(space, session, query, now).to_dict())
+
+
+# ---------------------------------------------------------------- the proxy
+
+
+def _proxy_space() -> str:
+    """X-Ombre-Space if sent (checked against the token), else the token's only space, else the default."""
+    header = request.headers.get("X-Ombre-Space")
+    if header:
+        return authorize_space(header)
+    return token_default_space() or authorize_space(get_brain().config.server.default_space)
+
+
+def _last_user(messages: list) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "user":
+            return i
+    return None
+
+
+def _memory_block(space: str, session: str, query: str) -> tuple[str | None, str]:
+    """(rendered block or None, state) for the X-Ombre-Memory header; a failing turn never breaks the chat."""
+    try:
+        turn = get_brain().turn(space, session, query[:MAX_QUERY_CHARS])
+    except Exception:
+        log.exception("proxy: the memory turn failed; forwarding without memory")
+        return None, "unavailable"
+    if not (turn.stable or turn.sections) or not turn.rendered.strip():
+        return None, "none"
+    return turn.rendered, "injected"
+
+
+def _headers(resp: httpx.Response) -> dict[str, str]:
+    out = {k: v for k, v in resp.headers.items()
+           if k.lower() in PASS_HEADERS or k.lower().startswith(PASS_PREFIXES)}
+    if "content-type" in resp.headers:
+        out["Content-Type"] = resp.headers["content-type"]
+    return out
+
+
+def _enqueue(space: str, session: str, messages: list, reply: str, model: Any) -> None:
+    try:
+        get_brain().gateway.enqueue_exchange(space, session, messages, reply,
+                                             model=model if isinstance(model, str) else None)
+    except Exception:  # writing memory must never fail the live reply
+        log.exception("proxy: could not queue the exchange for memory writing")
+
+
+@bp.post("/v1/chat/completions")
+def chat_completions():
+    body = json_body()
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        raise ValidationError("expected a non-empty list of message objects", field="messages")
+    space = _proxy_space()
+    session = _session(request.headers.get("X-Ombre-Session-Id") or "default", "X-Ombre-Session-Id")
+    upstream = get_brain().gateway.upstream
+    if not upstream.configured:
+        raise UpstreamNotConfigured("no upstream LLM is configured: set upstream.base_url "
+                                    "(e.g. http://127.0.0.1:9000/v1) in a --config overlay")
+
+    content, memory = request.get_data(), "none"
+    idx = _last_user(messages)
+    if idx is not None:
+        block, memory = _memory_block(space, session, message_text(messages[idx].get("content")))
+        if block:
+            forwarded = dict(body)
+            forwarded["messages"] = [*messages[:idx], {"role": "system", "content": block}, *messages[idx:]]
+            content = json.dumps(forwarded, ensure_ascii=False).encode()
+    ours = {"X-Ombre-Memory": memory, "X-Ombre-Space": space}
+
+    stream = body.get("stream") is True
+    resp = upstream.post("chat/completions", content, stream=stream)  # UpstreamError -> 502 JSON
+    is_sse = resp.headers.get("content-type", "").startswith("text/event-stream")
+    if not stream or resp.status_code >= 400 or not is_sse:
+        if stream:
+            try:
+                resp.read()
+            except httpx.HTTPError as exc:
+                resp.close()
+                raise UpstreamError(f"the upstream LLM broke off its answer: {type(exc).__name__}") from None
+            resp.close()
+        if resp.status_code < 300:
+            try:
+                reply = completion_text(resp.json())
+            except ValueError:
+                reply = ""
+            _enqueue(space, session, messages, reply, body.get("model"))
+        return Response(resp.content, status=resp.status_code, headers=_headers(resp) | ours)
+
+    def relay() -> Iterator[bytes]:
+        sse = SSEText()
+        try:
+            for chunk in resp.iter_bytes():
+                sse.feed(chunk)
+                yield chunk
+        except httpx.HTTPError as exc:  # headers are sent: all we can do is end the stream
+            log.warning("proxy: upstream stream broke off (%s)", type(exc).__name__)
+            return
+        finally:
+            resp.close()
+        _enqueue(space, session, messages, sse.text, body.get("model"))
+
+    headers = _headers(resp) | ours | {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                       "X-Accel-Buffering": "no"}
+    return Response(stream_with_context(relay()), status=resp.status_code, headers=headers)

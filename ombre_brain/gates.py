@@ -1,0 +1,330 @@
+"""The runtime gates: per item, per turn, each verdict with a stable reason code (DESIGN §5).
+
+Every gate is a pure function of the turn's plan, the item, its layer decision, the session
+state and the config. It returns a :class:`GateResult` (``allowed`` true, false, or None when
+the gate does not apply) whose ``reason`` is one of the codes in :data:`REASONS`. The gateway
+and the debug pages read these same objects, so what a page shows is what decided.
+
+A plan's ``skip_reason`` blocks long-term recall only (direct seeds, recall context through the
+parent, related targets). Recent Context, weather, favorites and cooldown ignore it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from .buckets import CONTEXT_ONLY_SECTIONS, Bucket, Moment
+from .config import Config, favorite_tags
+from .recall_types import (
+    GATE_NAMES,
+    NOT_APPLICABLE,
+    Candidate,
+    GateResult,
+    LayerDecision,
+    QueryPlan,
+    RuntimeGate,
+    SessionState,
+)
+
+REASONS: dict[str, str] = {
+    "not_applicable": "the gate does not apply to this item",
+    # skip (any long-term gate)
+    "skip_empty": "the query is empty after normalising; no long-term recall",
+    "skip_tone_only": "the query is only tone (想你, 抱抱, lol); no long-term recall",
+    "skip_skip_only": "the query is filler, a greeting or a check-in; no long-term recall",
+    "skip_vague": "a lookup cue with no topic left (还记得吗); no long-term recall",
+    # direct seed
+    "layer_never_direct": "the layer policy says direct_seed: never (weather, affect, source records)",
+    "dream_resonance_only": "a dream surfaces by resonance in its own section, never as a direct hit",
+    "core_memory_stable_only": "core memory lives only in the stable Core Memory section",
+    "archive_needs_explicit_old": "archived, resolved or digested memory needs an explicit old lookup",
+    "favorite_tag_only": "only the favorite tag matched; a favorite needs its own content to be a hit",
+    "no_topic_evidence": "no discriminative term or reliable semantic score for this bucket",
+    "context_only_match": "only a comment, affect anchor or favorite reason matched",
+    "admitted_<admission>": "a direct hit, admitted by retrieval for the named evidence (e.g. admitted_term_in_title)",
+    # topic evidence (other codes are retrieval's Admission.reason, passed through)
+    "weather_colour_only": "relationship weather colours the reply and is never topic proof",
+    # recall context
+    "beside_reliable_parent": "a context-only moment shown beside a reliable direct hit on its parent",
+    "context_only_needs_parent": "a context-only moment or feeling without a reliable direct hit on its parent",
+    "favorite_card_reason": "a favorite reason shown inside its own favorite card",
+    # related target
+    "source_record_never_injected": "source records (raw chat logs, diaries) are never injected",
+    "layer_never_diffused": "the layer policy says diffusion: never",
+    "dream_chain_only": "a dream is reachable only along a reliable chain",
+    "favorite_not_diffused": "a favorite appears as its own card, or as a direct hit; never as related memory",
+    "related_summary": "related memory along an edge, shown as a summary only",
+    # recent context
+    "explicit_recent": "the query asks about recent times (最近, lately)",
+    "reentry_after_idle": "the space's previous turn was at least recent_reentry_idle_hours ago",
+    "recent_with_topic_evidence": "a recent dynamic memory that carries topic evidence itself",
+    "recent_context_cooling": "automatic Recent Context fired in this session within its cooldown hours",
+    "recent_dynamic_only": "automatic Recent Context carries dynamic memory only",
+    "not_recent": "created and last active before the head_recent_hours window",
+    "no_trigger": "no explicit recent query, no re-entry and no topic evidence (a first turn is not re-entry)",
+    # weather
+    "weather_every_turn": "weather_interval_rounds is 0: weather shows on every turn",
+    "weather_interval": "this round is a weather round (every weather_interval_rounds rounds)",
+    "weather_interval_wait": "not a weather round yet",
+    "weather_too_old": "the weather is older than weather_max_age_hours",
+    # cooldown
+    "fresh": "not injected in this session before",
+    "skipped_recent_rounds": "injected within the last skip_recent_rounds rounds of this session",
+    "cooldown_multiplier": "injected within cooldown_hours: allowed, ranked lower by cooldown_multiplier",
+    "cooled_down": "injected before, but the cooldown has passed (or cooldown_hours is 0)",
+    "surfaced_once": "a dream surfaces once per session",
+    # favorite card
+    "favorite_request": "the user asked for a favorite memory",
+    "favorite_interval": "this round is a favorite round (every favorite_interval_rounds rounds)",
+    "favorite_not_requested": "no favorite request and no favorite round",
+}
+
+_NO_COOLDOWN = frozenset({"rare", "interval", "none", "follows_parent"})
+
+
+def describe_reason(code: str) -> str:
+    """The one-line meaning of a reason code, for debug pages."""
+    if code in REASONS:
+        return REASONS[code]
+    if code.startswith("admitted_"):
+        return f"a direct hit, admitted for {code[len('admitted_'):]}"
+    return code
+
+
+def _skip(plan: QueryPlan) -> GateResult | None:
+    return GateResult(False, f"skip_{plan.skip_reason}") if plan.skip_reason else None
+
+
+def _as_aware(dt: datetime) -> datetime:
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=timezone.utc)
+
+
+def _hours_between(earlier: datetime, later: datetime) -> float:
+    return (_as_aware(later) - _as_aware(earlier)).total_seconds() / 3600
+
+
+def _parse(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _age_hours(bucket: Bucket, now: datetime) -> float | None:
+    """Hours since the bucket was last created or active, whichever is later; None when unknown."""
+    times = [t for t in (_parse(bucket.created), _parse(bucket.last_active)) if t is not None]
+    if not times:
+        return None
+    return min(_hours_between(t, now) for t in times)
+
+
+# ---------------------------------------------------------------- long-term recall
+
+
+def direct_seed_gate(plan: QueryPlan, cand: Candidate, decision: LayerDecision, state: SessionState,
+                     cfg: Config) -> GateResult:
+    """May this candidate be a direct recall? Only admitted, topic-evidenced content may."""
+    skipped = _skip(plan)
+    if skipped:
+        return skipped
+    mode = decision.policy.direct_seed
+    if mode == "never":
+        return GateResult(False, "layer_never_direct")
+    if mode == "resonance":
+        return GateResult(False, "dream_resonance_only")
+    if mode == "explicit_or_interval":
+        return GateResult(False, "core_memory_stable_only")
+    if mode == "explicit_old" and not plan.explicit_old:
+        return GateResult(False, "archive_needs_explicit_old")
+    adm = cand.admission
+    if not adm.admitted:
+        return GateResult(False, "context_only_match" if adm.reason == "context_only_match" else "no_topic_evidence")
+    if decision.layer == "favorite_memory":
+        fav = favorite_tags(cfg)
+        if cand.best.moment.section == "favorite_reason":
+            return GateResult(False, "context_only_match")
+        if adm.matched_terms and all(any(t.lower() in f for f in fav) for t in adm.matched_terms):
+            return GateResult(False, "favorite_tag_only")
+    return GateResult(True, f"admitted_{adm.reason}")
+
+
+def topic_evidence_gate(plan: QueryPlan, cand: Candidate, decision: LayerDecision, state: SessionState,
+                        cfg: Config) -> GateResult:
+    """Retrieval's admission verdict, as a gate; weather never counts as topic proof."""
+    if decision.layer == "relationship_weather":
+        return GateResult(False, "weather_colour_only")
+    if cand.admission.reason == "not_evaluated":
+        return NOT_APPLICABLE
+    return GateResult(cand.admission.admitted, cand.admission.reason)
+
+
+def _is_context_only(cand: Candidate, decision: LayerDecision, moment: Moment | None) -> bool:
+    if decision.layer == "affect_context":
+        return True
+    if moment is not None:
+        return moment.context_only or moment.section in CONTEXT_ONLY_SECTIONS
+    return any(h.moment.context_only for h in cand.hits)
+
+
+def recall_context_gate(plan: QueryPlan, cand: Candidate, decision: LayerDecision, state: SessionState,
+                        cfg: Config, *, parent_direct: bool | None = None, moment: Moment | None = None,
+                        in_favorite_card: bool = False) -> GateResult:
+    """May a context-only moment (comment, affect anchor, favorite reason, feeling) be shown?
+
+    ``parent_direct`` says whether the parent bucket is a reliable direct hit this turn; left
+    out, the parent is ``cand.bucket`` itself and its direct seed gate decides. ``moment`` is
+    the context moment in question (default: any context-only hit of ``cand``).
+    """
+    if not _is_context_only(cand, decision, moment):
+        return NOT_APPLICABLE
+    if in_favorite_card and (moment is None or moment.section == "favorite_reason"):
+        return GateResult(True, "favorite_card_reason")
+    if parent_direct is None:
+        parent_direct = direct_seed_gate(plan, cand, decision, state, cfg).allowed is True
+    if parent_direct:
+        return GateResult(True, "beside_reliable_parent")
+    return GateResult(False, "context_only_needs_parent")
+
+
+def related_target_gate(plan: QueryPlan, target: Bucket, decision: LayerDecision, state: SessionState,
+                        cfg: Config, *, path_ok: bool) -> GateResult:
+    """May a bucket reached along edges appear as related (summary-only) memory?
+
+    ``path_ok`` says the bucket was reached along a reliable chain; only chain-only layers
+    (dreams) need it.
+    """
+    skipped = _skip(plan)
+    if skipped:
+        return skipped
+    policy = decision.policy
+    if decision.layer == "source_record":
+        return GateResult(False, "source_record_never_injected")
+    if policy.diffusion == "never":
+        return GateResult(False, "layer_never_diffused")
+    if decision.layer == "core_memory":
+        return GateResult(False, "core_memory_stable_only")
+    if decision.layer == "archive" and not plan.explicit_old:
+        return GateResult(False, "archive_needs_explicit_old")
+    if policy.diffusion == "chain_only" and not path_ok:
+        return GateResult(False, "dream_chain_only")
+    if policy.diffusion == "source_if_direct":
+        return GateResult(False, "favorite_not_diffused")
+    return GateResult(True, "related_summary")
+
+
+# ---------------------------------------------------------------- recent context
+
+
+def recent_trigger(plan: QueryPlan, state: SessionState, cfg: Config) -> GateResult:
+    """Does automatic Recent Context fire this turn (before per-item topic evidence)?"""
+    gw = cfg.gateway
+    if plan.explicit_recent:
+        return GateResult(True, "explicit_recent")
+    fired = state.recent_context_fired_at
+    if fired is not None and _hours_between(fired, state.now) < gw.recent_context_cooldown_hours:
+        return GateResult(False, "recent_context_cooling")
+    if state.last_seen is not None and _hours_between(state.last_seen, state.now) >= gw.recent_reentry_idle_hours:
+        return GateResult(True, "reentry_after_idle")
+    return GateResult(False, "no_trigger")
+
+
+def recent_context_gate(plan: QueryPlan, bucket: Bucket, decision: LayerDecision, state: SessionState,
+                        cfg: Config, *, has_topic_evidence: bool) -> GateResult:
+    """May this bucket appear in Recent Context? Dynamic memory only, unless asked explicitly."""
+    layer = decision.layer
+    if layer == "source_record":
+        return GateResult(False, "source_record_never_injected")
+    if layer != "dynamic_memory" and not (layer == "long_term_anchor" and plan.explicit_recent):
+        return GateResult(False, "recent_dynamic_only")
+    age = _age_hours(bucket, state.now)
+    if age is None or age > cfg.gateway.head_recent_hours:
+        return GateResult(False, "not_recent")
+    trigger = recent_trigger(plan, state, cfg)
+    if trigger.allowed or trigger.reason == "recent_context_cooling":
+        return trigger
+    if has_topic_evidence and layer == "dynamic_memory":
+        return GateResult(True, "recent_with_topic_evidence")
+    return trigger
+
+
+# ---------------------------------------------------------------- weather, cooldown, favorite
+
+
+def weather_gate(plan: QueryPlan, bucket: Bucket, decision: LayerDecision, state: SessionState,
+                 cfg: Config) -> GateResult:
+    """May this relationship weather colour the turn? Interval and age gated; skips do not stop it.
+
+    weather_max_age_hours 0 means no age limit. With an interval N, weather shows on rounds
+    1, N+1, 2N+1, … of the session.
+    """
+    if decision.layer != "relationship_weather":
+        return NOT_APPLICABLE
+    gw = cfg.gateway
+    age = _age_hours(bucket, state.now)
+    if gw.weather_max_age_hours > 0 and (age is None or age > gw.weather_max_age_hours):
+        return GateResult(False, "weather_too_old")
+    n = gw.weather_interval_rounds
+    if n == 0:
+        return GateResult(True, "weather_every_turn")
+    if state.round <= 1 or (state.round - 1) % n == 0:
+        return GateResult(True, "weather_interval")
+    return GateResult(False, "weather_interval_wait")
+
+
+def cooldown_gate(plan: QueryPlan, bucket_id: str, decision: LayerDecision, state: SessionState,
+                  cfg: Config) -> tuple[GateResult, float]:
+    """Per space and session: skip recent rounds, then a rank multiplier until cooldown_hours pass.
+
+    Layers whose cooldown policy is rare (core), interval (weather), none (sources) or
+    follows_parent (affect) are not cooled here; surfaces_once (dreams) blocks any repeat.
+    """
+    policy = decision.policy.cooldown
+    if policy in _NO_COOLDOWN:
+        return NOT_APPLICABLE, 1.0
+    last = state.injected.get(bucket_id)
+    if last is None:
+        return GateResult(True, "fresh"), 1.0
+    if policy == "surfaces_once":
+        return GateResult(False, "surfaced_once"), 1.0
+    last_round, last_time = last
+    gw = cfg.gateway
+    if gw.skip_recent_rounds > 0 and state.round - last_round <= gw.skip_recent_rounds:
+        return GateResult(False, "skipped_recent_rounds"), 1.0
+    when = _parse(last_time)
+    if gw.cooldown_hours > 0 and when is not None and _hours_between(when, state.now) < gw.cooldown_hours:
+        return GateResult(True, "cooldown_multiplier"), gw.cooldown_multiplier
+    return GateResult(True, "cooled_down"), 1.0
+
+
+def favorite_gate(plan: QueryPlan, state: SessionState, cfg: Config) -> GateResult:
+    """Does the favorite card show this turn? On request, or on rounds N, 2N, … when N > 0."""
+    if plan.favorite_request:
+        return GateResult(True, "favorite_request")
+    n = cfg.gateway.favorite_interval_rounds
+    if n > 0 and state.round > 0 and state.round % n == 0:
+        return GateResult(True, "favorite_interval")
+    return GateResult(False, "favorite_not_requested")
+
+
+def build_runtime_gate(*, decision: str = "suppressed", section: str | None = None, reason: str = "",
+                       **results: GateResult | None) -> RuntimeGate:
+    """A RuntimeGate with the given gate results; every other gate says not_applicable."""
+    unknown = sorted(set(results) - set(GATE_NAMES))
+    if unknown:
+        raise ValueError(f"unknown gate name(s) {', '.join(unknown)}; known: {', '.join(GATE_NAMES)}")
+    gates: dict[str, GateResult] = {}
+    for name in GATE_NAMES:
+        result = results.get(name)
+        if result is not None and not isinstance(result, GateResult):
+            raise TypeError(f"gate {name} expects a GateResult, got {type(result).__name__}")
+        gates[name] = result if result is not None else NOT_APPLICABLE
+    return RuntimeGate(gates=gates, decision=decision, section=section, reason=reason)
+
+
+__all__ = [
+    "REASONS", "build_runtime_gate", "cooldown_gate", "describe_reason", "direct_seed_gate", "favorite_gate",
+    "recall_context_gate", "recent_context_gate", "recent_trigger", "related_target_gate", "topic_evidence_gate",
+    "weather_gate",
+]

@@ -1,0 +1,793 @@
+"""Backup, restore and migration: a portable JSONL export, and Ombre-Brain markdown buckets.
+
+Export format, version 1 (one JSON object per line, UTF-8)::
+
+    {"format": "ombre-brain-export", "version": 1, "space": S, "exported_at": ISO,
+     "model_id": M, "counts": {"buckets": n, "edges": n, "facts": n}}
+    {"kind": "bucket", "id": …, "space": S, …every §3 field…}
+    {"kind": "edge", "space": S, "from_id": …, "to_id": …, "relation": …, "confidence": …}
+    {"kind": "fact", "record_id": …, "space": S, …what FactsStore.export gives…}
+
+No embeddings are written: an import re-embeds with the configured model, so an export moves
+between embedders and stores. The header's counts let an import detect a truncated file. Only
+live material is exported: purged buckets are gone from the ledger, and a bucket whose source
+identity was purged is left out even if it came back some other way.
+
+An import checks every line before it writes anything and names each bad line; it keeps ids,
+so importing the same file again changes nothing (identical buckets are skipped, differing
+ones are replaced by the file's version). ``--space`` imports into another space.
+
+Ombre-Brain markdown (``--from ombre-md``): one ``.md`` file per memory, YAML frontmatter
+then the body. Mapping onto DESIGN §3:
+
+- ``name`` -> ``title``; the body (with its ``### section`` headings) -> ``body``, verbatim.
+- ``tags`` -> ``tags``; each ``domain`` entry becomes one more tag ``domain:<name>``
+  (Ombre-Brain's placeholder domain 未分类, "unclassified", is dropped).
+- ``valence``, ``arousal``, ``importance``, ``pinned``, ``protected``, ``anchor``, ``resolved``,
+  ``digested``, ``archived``, ``created``, ``last_active``, ``activation_count``, ``comments``:
+  same names. A file under an ``archive/`` folder is archived.
+- ``type``: dynamic, permanent and feel keep their name; any other type (plan, letter, …) is
+  stored as ``dynamic`` with a tag ``ombre_type:<type>``. Without a type the folder decides
+  (``permanent/``, ``feel/``), else dynamic.
+- ``id`` is kept when it is a legal id, otherwise (or when missing) a stable id is derived
+  from it (or from the file's relative path), so a second run finds the same buckets.
+- Times without a UTC offset are read in ``naive_tz`` (UTC unless the caller says otherwise).
+- ``source`` is ``ombre-md:<relative path>``, so a purged memory is refused if migrated again.
+- Other frontmatter keys are not mapped; the report lists them.
+
+A file that cannot be read or mapped is reported with its path and reason; the others are
+imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone, tzinfo
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from .buckets import Bucket, bucket_from_dict, validate_space
+from .config import load_yaml_text
+from .errors import ConflictError, NotFoundError, ValidationError
+from .store.bucket_store import RELATIONS
+
+FORMAT = "ombre-brain-export"
+VERSION = 1
+KINDS = ("bucket", "edge", "fact")
+EDGE_FIELDS = ("space", "from_id", "to_id", "relation", "confidence")
+MAX_SHOWN = 25  # problems listed in an error message; the report object keeps all of them
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+UNCLASSIFIED_DOMAINS = frozenset({"未分类", "unclassified", ""})
+OMBRE_TYPES = ("dynamic", "permanent", "feel")
+OMBRE_FLAGS = ("pinned", "protected", "anchor", "resolved", "digested", "archived")
+OMBRE_MAPPED = frozenset({"id", "name", "tags", "domain", "valence", "arousal", "importance", "type", "created",
+                          "last_active", "updated", "activation_count", "comments", *OMBRE_FLAGS})
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One rejected piece of input: where it is (``line 12`` or a file path) and why."""
+
+    where: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.reason}"
+
+
+class ImportProblems(ValidationError):
+    """Raised when an import file has bad lines; nothing was written. ``problems`` lists them all."""
+
+    code = "bad_import"
+
+    def __init__(self, source: str, problems: list[Problem]) -> None:
+        shown = "\n".join(f"  {p}" for p in problems[:MAX_SHOWN])
+        more = f"\n  … and {len(problems) - MAX_SHOWN} more" if len(problems) > MAX_SHOWN else ""
+        n = len(problems)
+        super().__init__(f"{source}: {n} problem{'s' if n != 1 else ''}, nothing imported:\n{shown}{more}")
+        self.problems = problems
+
+
+@dataclass
+class ImportReport:
+    """What an import did; ``problems`` are rejected inputs, ``refused`` are rows policy kept out."""
+
+    source: str
+    space: str | None = None
+    created: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    edges: int = 0
+    facts: int = 0
+    refused: list[Problem] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not self.refused
+
+    def to_dict(self) -> dict:
+        return {
+            "source": self.source, "space": self.space, "created": self.created, "replaced": self.replaced,
+            "unchanged": self.unchanged, "edges": self.edges, "facts": self.facts,
+            "refused": [str(p) for p in self.refused], "problems": [str(p) for p in self.problems],
+            "notes": list(self.notes),
+        }
+
+    def summary(self) -> str:
+        lines = [f"imported {self.source} into {self.space}: {self.created} created, {self.replaced} replaced, "
+                 f"{self.unchanged} unchanged; {self.edges} edges, {self.facts} facts"]
+        lines += [f"note: {n}" for n in self.notes]
+        if self.refused:
+            lines.append(f"refused {len(self.refused)}:")
+            lines += [f"  {p}" for p in self.refused]
+        if self.problems:
+            lines.append(f"not imported ({len(self.problems)}):")
+            lines += [f"  {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- export
+
+
+@contextmanager
+def _snapshot(ledger) -> Iterator[Any]:
+    """One read transaction, so buckets and edges come from the same moment of the ledger."""
+    conn = ledger.read()
+    if conn.in_transaction:
+        yield conn
+        return
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        conn.execute("COMMIT")
+
+
+def _suppressed(brain, bucket: Mapping) -> bool:
+    if not bucket.get("source"):
+        return False
+    check = getattr(brain, "_check_suppressed", None)
+    if not callable(check):
+        return False
+    try:
+        check(Bucket(id=bucket["id"], space=bucket["space"], title="-", source=bucket["source"]))
+    except ConflictError:
+        return True
+    return False
+
+
+def export_rows(brain, space: str) -> tuple[dict, list[dict]]:
+    """The export of one space as (header, rows), without writing anything."""
+    validate_space(space)
+    with _snapshot(brain.ledger) as conn:
+        known = conn.execute("SELECT model_id FROM spaces WHERE space = ?", (space,)).fetchone()
+        buckets = [json.loads(r["data"]) for r in conn.execute(
+            "SELECT data FROM buckets WHERE space = ? AND state = 'committed' ORDER BY seq", (space,))]
+        edges = [dict(r) for r in conn.execute(
+            "SELECT from_id, to_id, relation, confidence FROM edges WHERE space = ? ORDER BY from_id, to_id, relation",
+            (space,))]
+    facts = _facts_export(brain, space)
+    if known is None and not buckets and not facts:
+        spaces = ", ".join(brain.spaces()) or "none"
+        raise NotFoundError(f"space {space!r} has nothing to export (spaces in this store: {spaces})")
+    buckets = [b for b in buckets if not _suppressed(brain, b)]
+    live = {b["id"] for b in buckets}
+    edges = [e for e in edges if e["from_id"] in live and e["to_id"] in live]
+    rows = [{"kind": "bucket", **b} for b in buckets]
+    rows += [{"kind": "edge", "space": space, **e} for e in edges]
+    rows += [{"kind": "fact", **f, "space": space} for f in facts]
+    counts = {"buckets": len(buckets), "edges": len(edges), "facts": len(facts)}
+    header = {"format": FORMAT, "version": VERSION, "space": space,
+              "exported_at": datetime.now(timezone.utc).isoformat(),
+              "model_id": known["model_id"] if known is not None else None, "counts": counts}
+    return header, rows
+
+
+def _facts_export(brain, space: str) -> list[dict]:
+    try:
+        facts = brain.facts
+    except (ImportError, AttributeError):  # the facts capability is not part of this build
+        return []
+    export = getattr(facts, "export", None)
+    return list(export(space)) if callable(export) else []
+
+
+def export_space(brain, space: str, out: str | Path | IO[str], *, progress: Callable[[int], None] | None = None
+                 ) -> dict:
+    """Write one space as JSONL to a path (atomically), ``-`` (stdout) or a text stream; returns the header."""
+    header, rows = export_rows(brain, space)
+
+    def write(stream: IO[str]) -> None:
+        stream.write(_line(header))
+        for row in rows:
+            stream.write(_line(row))
+            if progress is not None:
+                progress(1)
+
+    if hasattr(out, "write"):
+        write(out)  # type: ignore[arg-type]
+    elif str(out) == "-":
+        write(sys.stdout)
+    else:
+        path = Path(out)
+        if path.is_dir():
+            raise ValidationError(f"{path} is a directory; give a file name such as {path / (space + '.jsonl')}",
+                                  field="out")
+        if not path.parent.exists():
+            raise ValidationError(f"folder {path.parent} does not exist", field="out")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    return header
+
+
+def _line(obj: Mapping) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+# ---------------------------------------------------------------- JSONL import
+
+
+@dataclass
+class _Parsed:
+    header: dict
+    buckets: list[tuple[int, Bucket]] = field(default_factory=list)
+    edges: list[tuple[int, dict]] = field(default_factory=list)
+    facts: list[tuple[int, dict]] = field(default_factory=list)
+
+
+def _read_lines(path: Path) -> Iterator[tuple[int, str | Problem]]:
+    """(line number, text) per line; a line that is not UTF-8 comes back as a Problem."""
+    try:
+        f = path.open("rb")
+    except FileNotFoundError:
+        raise ValidationError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ValidationError(f"{path} is a directory; a JSONL import takes a file (use --from ombre-md "
+                              "for a folder of markdown buckets)") from None
+    except OSError as exc:
+        raise ValidationError(f"{path}: cannot read: {exc.strerror}") from None
+    with f:
+        for n, raw in enumerate(f, 1):
+            if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                yield n, raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as exc:
+                yield n, Problem(f"line {n}", f"not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})")
+
+
+def _json_line(n: int, text: str) -> dict | Problem:
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return Problem(f"line {n}", f"malformed JSON at column {exc.colno}: {exc.msg}")
+    if not isinstance(obj, dict):
+        return Problem(f"line {n}", f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _check_header(obj: dict | Problem) -> dict:
+    if isinstance(obj, Problem):
+        raise ImportProblems("export header", [Problem(obj.where, f"{obj.reason} (the first line must be the "
+                                                                  f'{{"format": "{FORMAT}", …}} header)')])
+    problems = []
+    if obj.get("format") != FORMAT:
+        problems.append(Problem("line 1", f"not an Ombre Brain export: expected \"format\": \"{FORMAT}\", got "
+                                          f"{json.dumps(obj.get('format'), ensure_ascii=False)[:60]}"))
+    version = obj.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        problems.append(Problem("line 1", f"expected \"version\": {VERSION}, got {json.dumps(version)[:40]}"))
+    elif version > VERSION:
+        problems.append(Problem("line 1", f"written by a newer Ombre Brain (format version {version}); this one "
+                                          f"reads version {VERSION}"))
+    try:
+        validate_space(obj.get("space"))
+    except ValidationError as exc:
+        problems.append(Problem("line 1", exc.message))
+    counts = obj.get("counts")
+    if counts is not None and (not isinstance(counts, dict) or not all(
+            isinstance(counts.get(k, 0), int) and not isinstance(counts.get(k, 0), bool)
+            for k in ("buckets", "edges", "facts"))):
+        problems.append(Problem("line 1", "counts: expected {buckets, edges, facts} as integers"))
+    if problems:
+        raise ImportProblems("export header", problems)
+    return obj
+
+
+def parse_export(path: str | Path, *, brain, space: str | None = None) -> _Parsed:
+    """Read and check a whole export; raises ImportProblems naming every bad line."""
+    path = Path(path)
+    lines = _read_lines(path)
+    first = next(lines, None)
+    if first is None:
+        raise ValidationError(f"{path}: the file is empty (an export starts with a \"{FORMAT}\" header line)")
+    n, text = first
+    if isinstance(text, Problem):
+        raise ImportProblems(str(path), [text])
+    header = _check_header(_json_line(n, text))
+    source_space = header["space"]
+    target = validate_space(space) if space is not None else source_space
+    parsed = _Parsed(header)
+    problems: list[Problem] = []
+    seen_ids: dict[str, int] = {}
+    for n, text in lines:
+        if isinstance(text, Problem):
+            problems.append(text)
+            continue
+        if not text.strip():
+            continue
+        obj = _json_line(n, text)
+        if isinstance(obj, Problem):
+            problems.append(obj)
+            continue
+        kind = obj.pop("kind", None)
+        if kind not in KINDS:
+            problems.append(Problem(f"line {n}", f"unknown kind {json.dumps(kind, ensure_ascii=False)[:40]} "
+                                                 f"(expected one of {', '.join(KINDS)})"))
+            continue
+        if obj.get("space") != source_space:
+            shown = json.dumps(obj.get("space"), ensure_ascii=False)[:60]
+            problems.append(Problem(f"line {n}", f"{kind} is in space {shown} but the header says {source_space!r}"))
+            continue
+        obj["space"] = target
+        if kind == "bucket":
+            bid = obj.get("id")
+            if not isinstance(bid, str) or not bid:
+                problems.append(Problem(f"line {n}", "bucket has no id (an export keeps every bucket's id)"))
+                continue
+            if bid in seen_ids:
+                problems.append(Problem(f"line {n}", f"bucket {bid!r} appears twice (first at line {seen_ids[bid]})"))
+                continue
+            seen_ids[bid] = n
+            try:
+                parsed.buckets.append((n, bucket_from_dict(obj, limits=brain.limits)))
+            except ValidationError as exc:
+                problems.append(Problem(f"line {n}", f"bucket {bid!r}: {exc.message}"))
+        elif kind == "edge":
+            problem = _check_edge(n, obj)
+            if problem is not None:
+                problems.append(problem)
+            else:
+                parsed.edges.append((n, obj))
+        else:
+            if not isinstance(obj.get("record_id"), str) or not obj["record_id"]:
+                problems.append(Problem(f"line {n}", "fact has no record_id"))
+            else:
+                parsed.facts.append((n, obj))
+    problems += _check_edge_ends(parsed, brain, target)
+    counts = header.get("counts")
+    if isinstance(counts, dict) and not problems:
+        found = {"buckets": len(parsed.buckets), "edges": len(parsed.edges), "facts": len(parsed.facts)}
+        for k, v in found.items():
+            if k in counts and counts[k] != v:
+                problems.append(Problem("header", f"says {counts[k]} {k} but the file holds {v} (truncated or "
+                                                  "edited file?)"))
+    if problems:
+        raise ImportProblems(str(path), problems)
+    return parsed
+
+
+def _check_edge(n: int, obj: dict) -> Problem | None:
+    where = f"line {n}"
+    unknown = sorted(set(obj) - set(EDGE_FIELDS))
+    if unknown:
+        return Problem(where, f"edge has unknown field(s) {', '.join(unknown)}")
+    for key in ("from_id", "to_id"):
+        if not isinstance(obj.get(key), str) or not _ID_RE.match(obj[key]):
+            return Problem(where, f"edge {key}: expected a bucket id, got {json.dumps(obj.get(key))[:40]}")
+    if obj["from_id"] == obj["to_id"]:
+        return Problem(where, "edge joins a bucket to itself")
+    if obj.get("relation") not in RELATIONS:
+        return Problem(where, f"edge relation: expected one of {', '.join(RELATIONS)}, got "
+                              f"{json.dumps(obj.get('relation'), ensure_ascii=False)[:40]}")
+    c = obj.get("confidence")
+    if isinstance(c, bool) or not isinstance(c, int | float) or not 0 <= c <= 1:
+        return Problem(where, f"edge confidence: expected a number between 0 and 1, got {json.dumps(c)[:40]}")
+    return None
+
+
+def _check_edge_ends(parsed: _Parsed, brain, target: str) -> list[Problem]:
+    in_file = {b.id for _, b in parsed.buckets}
+    wanted = {e[k] for _, e in parsed.edges for k in ("from_id", "to_id")} - in_file
+    in_store = set(brain.store.get_many(target, wanted)) if wanted else set()
+    problems = []
+    for n, e in parsed.edges:
+        for key in ("from_id", "to_id"):
+            if e[key] not in in_file and e[key] not in in_store:
+                problems.append(Problem(f"line {n}", f"edge {e['from_id']}->{e['to_id']}: {key} {e[key]!r} is "
+                                                     f"neither in the file nor in space {target!r}"))
+                break
+    return problems
+
+
+def import_jsonl(brain, path: str | Path, *, space: str | None = None,
+                 progress: Callable[[int], None] | None = None) -> ImportReport:
+    """Restore an export into ``space`` (default: the export's own), re-embedding; idempotent by id."""
+    parsed = parse_export(path, brain=brain, space=space)
+    target = space or parsed.header["space"]
+    report = ImportReport(source=str(path), space=target)
+    model = parsed.header.get("model_id")
+    if parsed.buckets and model and model != brain.embedder.model_id:
+        report.notes.append(f"exported with {model}; re-embedded with {brain.embedder.model_id}")
+    refused_ids = _apply_buckets(brain, target, [(f"line {n}", b) for n, b in parsed.buckets], report, progress)
+    existing = {(e.from_id, e.to_id, e.relation): e.confidence for e in brain.store.edges(target)}
+    for n, e in parsed.edges:
+        if e["from_id"] in refused_ids or e["to_id"] in refused_ids:
+            report.refused.append(Problem(f"line {n}", f"edge {e['from_id']}->{e['to_id']}: an end was refused"))
+            continue
+        key = (e["from_id"], e["to_id"], e["relation"])
+        if existing.get(key) != float(e["confidence"]):
+            brain.store.add_edge(target, e["from_id"], e["to_id"], e["relation"], float(e["confidence"]))
+            report.edges += 1
+    if parsed.facts:
+        _apply_facts(brain, target, parsed.facts, report)
+    return report
+
+
+def _apply_buckets(brain, space: str, items: list[tuple[str, Bucket]], report: ImportReport,
+                   progress: Callable[[int], None] | None) -> set[str]:
+    """Create new ids, replace differing ones, skip identical ones; returns the ids refused as suppressed."""
+    check = getattr(brain, "_check_suppressed", None)
+    allowed: list[tuple[str, Bucket]] = []
+    refused: set[str] = set()
+    for where, b in items:
+        if callable(check):
+            try:
+                check(b)
+            except ConflictError as exc:
+                report.refused.append(Problem(f"{where} (bucket '{b.id}')", exc.message))
+                refused.add(b.id)
+                if progress is not None:
+                    progress(1)
+                continue
+        allowed.append((where, b))
+    current = brain.store.get_many(space, [b.id for _, b in allowed]) if allowed else {}
+    fresh: list[Bucket] = []
+    for _, b in allowed:
+        old = current.get(b.id)
+        if old is None:
+            fresh.append(b)
+            continue
+        if old.to_dict() == b.to_dict():
+            report.unchanged += 1
+        else:
+            brain.store.update(b)
+            report.replaced += 1
+        if progress is not None:
+            progress(1)
+    if not fresh:
+        return refused
+    many = getattr(brain.store, "write_many", None)
+    if callable(many):
+        results = many(fresh, dedupe=False, progress=progress)
+    else:
+        results = []
+        for b in fresh:
+            results.append(brain.store.write(b, dedupe=False))
+            if progress is not None:
+                progress(1)
+    report.created += sum(1 for _, created in results if created)
+    return refused
+
+
+def _apply_facts(brain, space: str, facts: list[tuple[int, dict]], report: ImportReport) -> None:
+    try:
+        store = brain.facts
+    except (ImportError, AttributeError):
+        store = None
+    restore = getattr(store, "restore", None)
+    if not callable(restore):
+        report.problems += [Problem(f"line {n}", "this build cannot restore facts (FactsStore.restore is missing)")
+                            for n, _ in facts]
+        return
+    result = restore(space, [f for _, f in facts])
+    report.facts += int(result if isinstance(result, int) else len(facts))
+
+
+# ---------------------------------------------------------------- Ombre-Brain markdown
+
+
+class _Bad(Exception):
+    """A markdown file that cannot be mapped; the message is the reason shown to the user."""
+
+
+def _split_frontmatter(text: str) -> tuple[str, str, int]:
+    """(frontmatter, body, body's first line number) of a ``---`` fenced markdown file."""
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        raise _Bad("no YAML frontmatter: the file must start with a '---' line")
+    for i in range(1, len(lines)):
+        if lines[i].strip() in ("---", "..."):
+            return "".join(lines[1:i]), "".join(lines[i + 1:]), i + 2
+    raise _Bad("the frontmatter is never closed: no second '---' line")
+
+
+def _load_frontmatter(fm: str) -> dict:
+    try:
+        data = load_yaml_text(fm)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 2}" if mark else ""  # +1 for 1-based, +1 for the opening '---'
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise _Bad(f"invalid YAML frontmatter{where}: {problem}") from None
+    if data is None:
+        raise _Bad("the frontmatter is empty (it needs at least a name)")
+    if not isinstance(data, dict):
+        raise _Bad(f"the frontmatter must be a mapping of keys, got a {type(data).__name__}")
+    return {str(k): v for k, v in data.items()}
+
+
+def _time(value: Any, key: str, naive_tz: tzinfo) -> str | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, date):
+        dt = datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        try:
+            dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise _Bad(f"{key}: expected an ISO-8601 time like 2026-11-30T20:00:00+08:00, got {value!r}") from None
+    else:
+        raise _Bad(f"{key}: expected a time, got {type(value).__name__}")
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=naive_tz)
+    return dt.isoformat()
+
+
+def _number(value: Any, key: str, lo: float, hi: float, integer: bool = False) -> float | int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise _Bad(f"{key}: expected a number between {lo:g} and {hi:g}, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise _Bad(f"{key}: expected a number between {lo:g} and {hi:g}, got {json.dumps(value, default=str)[:40]}")
+    if not lo <= value <= hi:
+        raise _Bad(f"{key}: expected a number between {lo:g} and {hi:g}, got {value:g}")
+    if integer:
+        if not float(value).is_integer():
+            raise _Bad(f"{key}: expected a whole number between {lo:g} and {hi:g}, got {value:g}")
+        return int(value)
+    return float(value)
+
+
+def _flag(value: Any, key: str) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "1", "false", "no", "0", ""):
+        return value.strip().lower() in ("true", "yes", "1")
+    raise _Bad(f"{key}: expected true or false, got {json.dumps(value, ensure_ascii=False, default=str)[:40]}")
+
+
+def _strings(value: Any, key: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [s.strip() for s in re.split(r"[,，]", value) if s.strip()]
+    if isinstance(value, list | tuple):
+        out = []
+        for v in value:
+            if isinstance(v, dict | list):
+                raise _Bad(f"{key}: expected a list of words, got an item {json.dumps(v, ensure_ascii=False)[:40]}")
+            if v is not None and str(v).strip():
+                out.append(str(v).strip())
+        return out
+    raise _Bad(f"{key}: expected a list of words, got {type(value).__name__}")
+
+
+def _comments(value: Any, naive_tz: tzinfo) -> list[dict]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        value = [value]
+    out = []
+    for i, c in enumerate(value):
+        if isinstance(c, str):
+            out.append({"author": "unknown", "content": c})
+        elif isinstance(c, dict):
+            content = c.get("content", c.get("text", c.get("comment")))
+            if not isinstance(content, str) or not content.strip():
+                raise _Bad(f"comments[{i}]: expected a content text")
+            author = c.get("author", c.get("by", c.get("who"))) or "unknown"
+            created = _time(c.get("created", c.get("time", c.get("at"))), f"comments[{i}].created", naive_tz)
+            out.append({"author": str(author), "content": content, **({"created": created} if created else {})})
+        else:
+            raise _Bad(f"comments[{i}]: expected a text or {{author, created, content}}")
+    return out
+
+
+def _derived_id(seed: str) -> str:
+    return "omd-" + hashlib.sha256(seed.encode()).hexdigest()[:16]
+
+
+def ombre_md_fields(path: Path, root: Path, space: str, *, naive_tz: tzinfo = timezone.utc) -> tuple[dict, list[str]]:
+    """Map one Ombre-Brain markdown file onto §3 fields; returns (fields, unmapped keys). Raises _Bad."""
+    raw = path.read_bytes()
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Bad(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+    fm_text, body, _ = _split_frontmatter(text)
+    fm = _load_frontmatter(fm_text)
+    rel = path.relative_to(root).as_posix()
+    folders = {p.lower() for p in path.relative_to(root).parts[:-1]}
+
+    name = fm.get("name")
+    if name is None or (isinstance(name, str) and not name.strip()):
+        raise _Bad("the frontmatter has no name (Ombre-Brain's title field)")
+    if isinstance(name, dict | list):
+        raise _Bad("name: expected a text")
+    raw_id = fm.get("id")
+    if raw_id is None or str(raw_id).strip() == "":
+        bid = _derived_id(rel)
+    else:
+        bid = str(raw_id).strip()
+        if not _ID_RE.match(bid):
+            bid = _derived_id(bid)
+    tags = _strings(fm.get("tags"), "tags")
+    tags += [f"domain:{d}" for d in _strings(fm.get("domain"), "domain") if d not in UNCLASSIFIED_DOMAINS]
+    otype = fm.get("type")
+    if otype is None or otype == "":
+        otype = "permanent" if "permanent" in folders else "feel" if "feel" in folders else "dynamic"
+    if not isinstance(otype, str):
+        raise _Bad(f"type: expected a text, got {json.dumps(otype, default=str)[:40]}")
+    btype = otype.strip().lower()
+    if btype not in OMBRE_TYPES:
+        tags.append(f"ombre_type:{btype}")
+        btype = "dynamic"
+    seen: set[str] = set()
+    tags = [t for t in tags if not (t.lower() in seen or seen.add(t.lower()))]
+    created = _time(fm.get("created"), "created", naive_tz)
+    last_active = _time(fm.get("last_active"), "last_active", naive_tz) or created
+    data: dict[str, Any] = {
+        "id": bid, "space": space, "title": str(name).strip(), "body": body.strip("\n").rstrip(), "tags": tags,
+        "type": btype, "source": f"ombre-md:{rel}", "origin": "user",
+        **{f: _flag(fm.get(f), f) for f in OMBRE_FLAGS},
+        "comments": _comments(fm.get("comments"), naive_tz),
+    }
+    if "archive" in folders:
+        data["archived"] = True
+    for key, lo, hi, integer in (("valence", 0, 1, False), ("arousal", 0, 1, False), ("importance", 1, 10, True),
+                                 ("activation_count", 0, 10**9, True)):
+        v = _number(fm.get(key), key, lo, hi, integer)
+        if v is not None:
+            data[key] = v
+    if created:
+        data["created"] = created
+        data["updated"] = _time(fm.get("updated"), "updated", naive_tz) or last_active
+        data["last_active"] = last_active
+    return data, sorted(set(fm) - OMBRE_MAPPED)
+
+
+def import_ombre_md(brain, folder: str | Path, *, space: str, naive_tz: tzinfo = timezone.utc,
+                    progress: Callable[[int], None] | None = None) -> ImportReport:
+    """Migrate a folder of Ombre-Brain markdown buckets into ``space``; bad files are reported, not skipped."""
+    validate_space(space)
+    root = Path(folder)
+    if not root.is_dir():
+        raise ValidationError(f"{root}: no such folder (--from ombre-md takes the folder of .md buckets)")
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() == ".md")
+    if not files:
+        raise ValidationError(f"{root}: no .md files found")
+    report = ImportReport(source=str(root), space=space)
+    items: list[tuple[str, Bucket]] = []
+    ids: dict[str, Path] = {}
+    unmapped: dict[str, int] = {}
+    validate = getattr(brain, "_validated", None)
+    for path in files:
+        try:
+            data, extra = ombre_md_fields(path, root, space, naive_tz=naive_tz)
+            if data["id"] in ids:
+                raise _Bad(f"id {data['id']!r} is also used by {ids[data['id']]}")
+            bucket = validate(data, None) if callable(validate) else bucket_from_dict(data, limits=brain.limits)
+        except _Bad as exc:
+            report.problems.append(Problem(str(path), str(exc)))
+        except ValidationError as exc:
+            report.problems.append(Problem(str(path), exc.message))
+        except OSError as exc:
+            report.problems.append(Problem(str(path), f"cannot read: {exc.strerror}"))
+        else:
+            ids[bucket.id] = path
+            items.append((str(path), bucket))
+            for k in extra:
+                unmapped[k] = unmapped.get(k, 0) + 1
+            continue
+        if progress is not None:
+            progress(1)
+    if unmapped:
+        shown = ", ".join(f"{k} ({n} file{'s' if n != 1 else ''})" for k, n in sorted(unmapped.items()))
+        report.notes.append(f"frontmatter keys not mapped: {shown}")
+    _apply_buckets(brain, space, items, report, progress)
+    return report
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def _progress_bar(total: int, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="row", file=sys.stderr, disable=None, leave=False)
+
+
+def cmd_export(args) -> int:
+    from .brain import Brain
+
+    with Brain.open(args.data, args.config) as brain:
+        header, rows = export_rows(brain, args.space)
+        bar = _progress_bar(len(rows), "export")
+        try:
+            header = export_space(brain, args.space, args.out, progress=bar.update)
+        finally:
+            bar.close()
+    c = header["counts"]
+    print(f"exported space {args.space}: {c['buckets']} buckets, {c['edges']} edges, {c['facts']} facts -> "
+          f"{args.out}", file=sys.stderr if str(args.out) == "-" else sys.stdout)
+    return 0
+
+
+def _count_rows(path: Path, fmt: str) -> int:
+    try:
+        if fmt == "ombre-md":
+            return sum(1 for p in path.rglob("*.md")) if path.is_dir() else 0
+        with path.open("rb") as f:
+            return max(0, sum(1 for _ in f) - 1)
+    except OSError:
+        return 0
+
+
+def cmd_import(args) -> int:
+    from .brain import Brain
+
+    fmt = getattr(args, "from_format", "jsonl") or "jsonl"
+    if fmt == "ombre-md" and not args.space:
+        raise ValidationError("--space is required with --from ombre-md (the space to migrate into)")
+    path = Path(args.path)
+    with Brain.open(args.data, args.config) as brain:
+        bar = _progress_bar(_count_rows(path, fmt), "import")
+        try:
+            if fmt == "ombre-md":
+                report = import_ombre_md(brain, path, space=args.space, progress=bar.update)
+            else:
+                report = import_jsonl(brain, path, space=args.space, progress=bar.update)
+        finally:
+            bar.close()
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+__all__ = [
+    "FORMAT", "VERSION", "ImportProblems", "ImportReport", "Problem", "export_rows", "export_space",
+    "import_jsonl", "import_ombre_md", "ombre_md_fields", "parse_export",
+]

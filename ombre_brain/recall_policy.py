@@ -1,0 +1,456 @@
+"""Query planning: what the query itself asks for, decided once per turn (DESIGN §5).
+
+``RecallPolicy.plan_query`` turns a chat line into a frozen :class:`QueryPlan`. Every cue word
+comes from ``config.cues`` (Chinese and English), so a persona designer changes behaviour in
+YAML, not here. The runtime gates that read the plan live in :mod:`ombre_brain.gates` and are
+re-exported from this module.
+
+How a query is read:
+
+1. **Normalise** (:func:`normalize`): NFKC, lower case, whitespace collapsed. A run of one CJK
+   character collapses: to two when the doubled form is written in a cue (哈哈哈哈哈 → 哈哈,
+   呜呜呜 → 呜呜), to one when the character is itself a one-character cue or particle
+   (嗯嗯 → 嗯), to two when it runs three or more times, and otherwise stays (妈妈, 宝宝 and
+   星星 are words). A repeated two-character CJK unit collapses to one (想你想你 → 想你). Latin
+   runs of one letter (three or more) collapse to one (loool → lol), and a two-letter unit
+   repeated three or more times to two (hahahaha → haha). Trailing punctuation, emoji and
+   particles (``cues.trailing_particles``) drop, except a particle that is the whole query (哦).
+2. **Match cues** against a folded form in which every Latin letter run and repeated Latin
+   two-letter unit is cut to one (so goooood night matches "good night"). A CJK cue matches as
+   a substring, a one-character CJK cue only as a whole token (旧 matches 旧照片, not 依旧), a
+   Latin cue on word boundaries, and a cue with ``*`` matches with anything between its parts
+   inside one sentence (最喜欢*回忆).
+3. **Terms** are the tokenizer's tokens of the normalised query, minus stop words, minus the
+   cue words of the lookup, recent, just-now, old, detail, favorite, tone, skip, check-in and
+   body-chain lists (a cue the tokenizer splits, or a Latin phrase, is cut from the text first).
+   An old cue that is also a conflict or repair cue (吵架, 冷战, 和好, fight) names the topic
+   itself, so it stays a term.
+4. **skip_reason**: ``empty`` when nothing is left; ``tone_only`` / ``skip_only`` when, after
+   removing tone, filler and check-in cues, only particles, stop words and the two identity
+   names are left (tone_only if a tone cue was among them) and no lookup, recent, old, detail or
+   favorite cue was seen; ``vague`` for a lookup, recent, just-now, old, detail or favorite cue
+   with no discriminative term or anchor left (还记得吗, 最近我们都聊了些什么): there is no topic to
+   recall, while Recent Context and the favorite card, which a skip does not stop, still answer.
+5. ``enforce_topic_evidence`` is always true: no mode relaxes admission; repair modes widen
+   diffusion (``allow_caution_diffusion``), never the evidence a direct hit needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
+
+from .config import Config, Cues
+from .gates import (
+    REASONS,
+    build_runtime_gate,
+    cooldown_gate,
+    describe_reason,
+    direct_seed_gate,
+    favorite_gate,
+    recall_context_gate,
+    recent_context_gate,
+    recent_trigger,
+    related_target_gate,
+    topic_evidence_gate,
+    weather_gate,
+)
+from .recall_types import QueryPlan
+
+Tokenizer = Callable[[str, frozenset[str]], list[str]]
+
+MAX_QUERY_CHARS = 2000   # a pasted essay is planned on its first 2,000 characters
+PLAN_CACHE_SIZE = 512
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0002ffff"
+_CJK_RE = re.compile(f"[{_CJK}]")
+_CJK_RUN_RE = re.compile(f"([{_CJK}])\\1+")
+_CJK_UNIT_RE = re.compile(f"([{_CJK}])([{_CJK}])(?:\\1\\2)+")
+_LATIN_RUN3_RE = re.compile(r"([a-z])\1{2,}")
+_LATIN_UNIT3_RE = re.compile(r"([a-z]{2})\1{2,}")
+_FOLD_RUN_RE = re.compile(r"([a-z])\1+")
+_FOLD_UNIT_RE = re.compile(r"([a-z]{2})\1+")
+_WS_RE = re.compile(r"\s+")
+_L, _R = r"(?<![a-z0-9])", r"(?![a-z0-9])"
+_WILD_GAP = r"([^。！？!?.\n]*?)"
+_SENTENCE_END = ".!?。！？\n"
+
+# Affect cues for the query's own temperature (used by dream resonance). Each row: cue words,
+# valence (painful 0 .. sweet 1), arousal (cold 0 .. burning 1). Matches right after a negation
+# (不/没/别, not/never/no) are ignored rather than flipped: "not sad" is not "happy".
+AFFECT_CUES: tuple[tuple[tuple[str, ...], float, float], ...] = (
+    (("难过", "伤心", "想哭", "哭了", "委屈", "失落", "孤独", "孤单", "心累", "崩溃",
+      "sad", "cry", "crying", "lonely", "heartbroken", "depressed"), 0.2, 0.4),
+    (("生气", "气死", "烦死", "受够", "angry", "furious", "annoyed", "pissed"), 0.2, 0.85),
+    (("焦虑", "紧张", "担心", "害怕", "不安", "anxious", "nervous", "worried", "scared", "afraid"), 0.3, 0.75),
+    (("疲惫", "好累", "没力气", "tired", "exhausted", "drained"), 0.35, 0.2),
+    (("开心", "高兴", "快乐", "幸福", "兴奋", "太好了", "happy", "glad", "excited", "yay"), 0.85, 0.65),
+    (("平静", "安心", "放松", "舒服", "温暖", "calm", "relaxed", "peaceful", "cozy"), 0.7, 0.2),
+    (("想你", "爱你", "抱抱", "喜欢你", "miss you", "love you", "hug"), 0.8, 0.45),
+)
+_NEGATION = r"(?<![不没别])(?<!not )(?<!n't )(?<!never )(?<!no )"
+
+# Cue lists whose words are about *how* the user asks, never *what* about: dropped from terms.
+_TERM_FILTER_LISTS = ("memory_lookup", "explicit_recent", "just_now", "explicit_old", "detail_request",
+                      "favorite_request", "tone_only", "skip_only", "check_in", "body_chain")
+_FLAG_LISTS = ("explicit_recent", "just_now", "explicit_old", "memory_lookup", "favorite_request",
+               "detail_request", "conflict", "repair", "intimate", "playful", "task", "check_in", "body_chain")
+_PLAN_CUES = ("memory_lookup", "explicit_recent", "just_now", "explicit_old", "detail_request", "favorite_request")
+_REMOVABLE = ("tone_only", "skip_only", "check_in")
+
+
+# ---------------------------------------------------------------- normalising
+
+
+def _is_cjk(text: str) -> bool:
+    return _CJK_RE.search(text) is not None
+
+
+def _base(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'").replace("\u2018", "'")
+    return _WS_RE.sub(" ", text).strip()
+
+
+def _all_cues(cues: Cues) -> Iterable[str]:
+    for f in dataclasses.fields(cues):
+        yield from getattr(cues, f.name)
+
+
+@lru_cache(maxsize=16)
+def _collapse_sets(cues: Cues) -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
+    """Characters kept doubled, characters cut to one, and the particles (longest first)."""
+    words = [_base(c) for c in _all_cues(cues)]
+    doubled = frozenset(w[i] for w in words for i in range(len(w) - 1) if w[i] == w[i + 1] and _is_cjk(w[i]))
+    particles = tuple(sorted({_base(p) for p in cues.trailing_particles if _base(p)}, key=len, reverse=True))
+    singles = frozenset(w for w in words if len(w) == 1 and _is_cjk(w)) | frozenset(p for p in particles
+                                                                                     if len(p) == 1)
+    return doubled, singles, particles
+
+
+def _collapse(text: str, doubled: frozenset[str], singles: frozenset[str]) -> str:
+    def cjk_run(m: re.Match) -> str:
+        c, run = m.group(1), m.group(0)
+        if c in doubled:
+            return c * 2
+        if c in singles:
+            return c
+        return c * 2 if len(run) >= 3 else run
+
+    text = _CJK_RUN_RE.sub(cjk_run, text)
+    text = _CJK_UNIT_RE.sub(lambda m: m.group(0) if m.group(1) == m.group(2) else m.group(1) + m.group(2), text)
+    text = _LATIN_RUN3_RE.sub(r"\1", text)
+    return _LATIN_UNIT3_RE.sub(r"\1\1", text)
+
+
+def _strip_tail(text: str, particles: tuple[str, ...]) -> str:
+    while True:
+        before = text
+        text = text.rstrip()
+        while text and not text[-1].isalnum():
+            text = text[:-1].rstrip()
+        for p in particles:
+            rest = text[: -len(p)]
+            latin_ok = _is_cjk(p) or not rest or not rest[-1].isalnum()
+            if text.endswith(p) and latin_ok and any(ch.isalnum() for ch in rest):
+                text = rest
+                break
+        if text == before:
+            return text
+
+
+def normalize(text: str, cues: Cues) -> str:
+    """The query as cues are matched against it: collapsed repeats, no trailing particles or punctuation."""
+    doubled, singles, particles = _collapse_sets(cues)
+    return _strip_tail(_collapse(_base(text), doubled, singles), particles)
+
+
+def fold(text: str) -> str:
+    """Cut every Latin letter run and repeated two-letter unit to one, for elongation-proof matching."""
+    return _FOLD_UNIT_RE.sub(r"\1", _FOLD_RUN_RE.sub(r"\1", text))
+
+
+# ---------------------------------------------------------------- cue matching
+
+
+def _cue_regex(cue: str, negation: bool = False) -> re.Pattern | None:
+    """A pattern for one (already normalised) cue; wildcard gaps are capture groups."""
+    parts = []
+    for part in cue.split("*"):
+        part = part.strip()
+        if not part:
+            continue
+        if _is_cjk(part):
+            parts.append(re.escape(part))
+        else:
+            parts.append(_L + r"\s+".join(re.escape(w) for w in part.split()) + _R)
+    if not parts:
+        return None
+    prefix = _NEGATION if negation else ""
+    return re.compile(prefix + _WILD_GAP.join(parts))
+
+
+class _CueSet:
+    """One cue list, compiled: patterns on the folded text, one-character CJK cues as whole tokens."""
+
+    def __init__(self, words: Iterable[str], cues: Cues, negation: bool = False) -> None:
+        self.patterns: list[tuple[str, re.Pattern]] = []
+        chars = set()
+        for raw in words:
+            w = fold(normalize(raw, cues)) if "*" not in raw else fold(_base(raw))
+            if not w:
+                continue
+            if len(w) == 1 and _is_cjk(w):
+                chars.add(w)
+                continue
+            pattern = _cue_regex(w, negation)
+            if pattern is not None:
+                self.patterns.append((w, pattern))
+        self.patterns.sort(key=lambda p: len(p[0]), reverse=True)
+        self.chars = frozenset(chars)
+
+    def matches(self, folded: str, tokens: frozenset[str]) -> bool:
+        return bool(self.chars & tokens) or any(p.search(folded) for _, p in self.patterns)
+
+
+@lru_cache(maxsize=1)
+def _affect_sets() -> tuple[tuple[_CueSet, float, float], ...]:
+    return tuple((_CueSet(words, Cues(), negation=True), v, a) for words, v, a in AFFECT_CUES)
+
+
+# ---------------------------------------------------------------- the policy
+
+
+def _default_tokenizer() -> Tokenizer:
+    from .lexical import tokenize  # lazy: jieba loads only when a plan is first made
+
+    return tokenize
+
+
+def _context_key(context: Mapping | None) -> tuple:
+    if not context:
+        return ()
+    return tuple(sorted((str(k), repr(v)) for k, v in context.items()))
+
+
+def _alnum(token: str) -> bool:
+    return any(ch.isalnum() for ch in token)
+
+
+class RecallPolicy:
+    """Plans queries for one config; plans are cached by (query, context, config.version)."""
+
+    def __init__(self, config: Config, tokenizer: Tokenizer | None = None) -> None:
+        self.config = config
+        self._tokenizer = tokenizer
+        self._stop = frozenset(w.lower() for w in config.lexical.stop_words)
+        self._cache: OrderedDict[tuple, QueryPlan] = OrderedDict()
+        self._lock = threading.Lock()
+        self._ready = False
+
+    # ------------------------------------------------------------ setup
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            self._tokenizer = _default_tokenizer()
+        return self._tokenizer
+
+    def _tokens(self, text: str, stop: frozenset[str] = frozenset()) -> list[str]:
+        return [t.strip().lower() for t in self.tokenizer(text, stop) if t.strip() and _alnum(t)]
+
+    def _prepare(self) -> None:
+        """Compile cue lists once; needs the tokenizer to see which cues it splits."""
+        cues = self.config.cues
+        self._sets = {name: _CueSet(getattr(cues, name), cues) for name in _FLAG_LISTS}
+        removable = []
+        self._removable_chars: dict[str, str] = {}
+        for kind in _REMOVABLE:
+            cue_set = _CueSet(getattr(cues, kind), cues)
+            removable += [(w, p, kind) for w, p in cue_set.patterns]
+            for ch in cue_set.chars:
+                self._removable_chars.setdefault(ch, kind)
+        self._removable = sorted(removable, key=lambda r: len(r[0]), reverse=True)
+        _, _, particles = _collapse_sets(cues)
+        ident = self.config.identity
+        self._ignorable = (self._stop | frozenset(particles)
+                           | {fold(_base(ident.ai_name)), fold(_base(ident.user_name)),
+                              _base(ident.ai_name), _base(ident.user_name)})
+        topical = {normalize(c, cues) for c in (*cues.conflict, *cues.repair)}
+        masks: list[re.Pattern] = []
+        drop: set[str] = set()
+        for name in _TERM_FILTER_LISTS:
+            for raw in getattr(cues, name):
+                if name == "explicit_old" and normalize(raw, cues) in topical:
+                    continue
+                w = _base(raw) if "*" in raw else normalize(raw, cues)
+                if not w:
+                    continue
+                if "*" in w or (not _is_cjk(w) and " " in w) or (_is_cjk(w) and len(self._tokens(w)) > 1):
+                    pattern = _cue_regex(w)
+                    if pattern is not None:
+                        masks.append(pattern)
+                drop.update({w, fold(w)} if "*" not in w else {p.strip() for p in w.split("*") if p.strip()})
+        self._masks = sorted(masks, key=lambda p: len(p.pattern), reverse=True)
+        self._drop = frozenset(drop)
+        self._ready = True
+
+    # ------------------------------------------------------------ planning
+
+    def normalize(self, text: str) -> str:
+        return normalize(text, self.config.cues)
+
+    def plan_query(self, query: str, context: Mapping | None = None) -> QueryPlan:
+        """The frozen plan for this query; the same query, context and config give the cached plan."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, got {type(query).__name__}")
+        key = (query, _context_key(context), self.config.version)
+        with self._lock:
+            plan = self._cache.get(key)
+            if plan is not None:
+                self._cache.move_to_end(key)
+                return plan
+        plan = self._plan(query)
+        with self._lock:
+            self._cache[key] = plan
+            while len(self._cache) > PLAN_CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return plan
+
+    def _plan(self, query: str) -> QueryPlan:
+        if not self._ready:
+            self._prepare()
+        text = query[:MAX_QUERY_CHARS]
+        normalized = normalize(text, self.config.cues)
+        if not _alnum(normalized):
+            return QueryPlan(query=query, normalized=normalized, skip_reason="empty")
+        folded = fold(normalized)
+        tokens = frozenset(self._tokens(normalized))
+        flags = {name: cue_set.matches(folded, tokens) for name, cue_set in self._sets.items()}
+        terms = self._terms(normalized)
+        anchors = self._anchors(unicodedata.normalize("NFKC", text))
+        valence, arousal = _affect(folded, tokens)
+        mode = _context_mode(flags)
+        return QueryPlan(
+            context_mode=mode,
+            explicit_recent=flags["explicit_recent"],
+            explicit_old=flags["explicit_old"],
+            just_now=flags["just_now"],
+            detail_request=flags["detail_request"],
+            favorite_request=flags["favorite_request"],
+            wants_body_chain=flags["body_chain"] or flags["detail_request"],
+            enforce_topic_evidence=True,
+            allow_caution_diffusion=mode in ("conflict_repair", "reflective_repair"),
+            skip_reason=self._skip_reason(folded, flags, terms, anchors),
+            terms=terms,
+            query=query,
+            normalized=normalized,
+            memory_lookup=flags["memory_lookup"],
+            check_in=flags["check_in"],
+            anchors=anchors,
+            query_valence=valence,
+            query_arousal=arousal,
+        )
+
+    def _terms(self, normalized: str) -> tuple[str, ...]:
+        masked = normalized
+        for pattern in self._masks:
+            masked = pattern.sub(lambda m: " " + " ".join(g or "" for g in m.groups()) + " ", masked)
+        out: dict[str, None] = {}
+        for t in self._tokens(masked, self._stop):
+            if t in self._stop or t in self._drop or fold(t) in self._drop:
+                continue
+            out.setdefault(t, None)
+        return tuple(out)
+
+    def _anchors(self, text: str) -> tuple[str, ...]:
+        found: dict[str, None] = {}
+        for m in _QUOTE_RE.finditer(text):
+            inner = next(g for g in m.groups() if g is not None).strip()
+            if inner:
+                found.setdefault(inner, None)
+        for m in _NUMBER_RE.finditer(text):
+            found.setdefault(m.group(0), None)
+        for m in _NAME_RE.finditer(text):
+            word = m.group(0)
+            low = word.lower()
+            before = text[: m.start()].rstrip().rstrip("\"'“‘「『《(（")
+            if not before or before[-1] in _SENTENCE_END:
+                continue
+            if low in self._ignorable or low in self._drop or fold(low) in self._drop:
+                continue
+            found.setdefault(word, None)
+        return tuple(found)
+
+    def _skip_reason(self, folded: str, flags: Mapping[str, bool], terms: tuple[str, ...],
+                     anchors: tuple[str, ...]) -> str | None:
+        if not any(flags[name] for name in _PLAN_CUES):
+            rest, kinds = folded, set()
+            for _, pattern, kind in self._removable:
+                rest, n = pattern.subn(" ", rest)
+                if n:
+                    kinds.add(kind)
+            meaningful = False
+            for t in self._tokens(rest):
+                if t in self._removable_chars:
+                    kinds.add(self._removable_chars[t])
+                elif t not in self._ignorable and fold(t) not in self._ignorable:
+                    meaningful = True
+                    break
+            if not meaningful:
+                return "tone_only" if "tone_only" in kinds else "skip_only"
+        asks = any(flags[name] for name in _PLAN_CUES)
+        if asks and not anchors and not any(self._discriminative(t) for t in terms):
+            return "vague"
+        return None
+
+    def _discriminative(self, term: str) -> bool:
+        return len(term) >= self.config.retrieval.min_term_chars if _is_cjk(term) else len(term) >= 2
+
+
+_QUOTE_RE = re.compile(
+    "「([^」]{1,50})」|『([^』]{1,50})』|“([^”]{1,50})”|\"([^\"\n]{1,50})\"|《([^》]{1,50})》"
+    "|‘([^’]{1,50})’|(?<![A-Za-z0-9])'([^'\n]{1,50})'(?![A-Za-z0-9])"
+)
+_NUMBER_RE = re.compile(r"[0-9]+(?:[.:/-][0-9]+)*")
+_NAME_RE = re.compile(r"(?<![A-Za-z0-9'])[A-Z][A-Za-z]+(?:[-'][A-Za-z]+)?")
+
+
+def _context_mode(flags: Mapping[str, bool]) -> str:
+    if flags["conflict"]:
+        return "conflict_repair"
+    if flags["repair"]:
+        return "reflective_repair"
+    if any(flags[n] for n in ("memory_lookup", "explicit_old", "explicit_recent", "favorite_request",
+                              "detail_request")):
+        return "memory_lookup"
+    for name in ("task", "intimate", "playful"):
+        if flags[name]:
+            return name
+    return "casual"
+
+
+def _affect(folded: str, tokens: frozenset[str]) -> tuple[float | None, float | None]:
+    """The mean valence and arousal of the affect cue rows the query matches, or (None, None)."""
+    rows = [(v, a) for cue_set, v, a in _affect_sets() if cue_set.matches(folded, tokens)]
+    if not rows:
+        return None, None
+    return (round(sum(v for v, _ in rows) / len(rows), 3), round(sum(a for _, a in rows) / len(rows), 3))
+
+
+def plan_query(query: str, config: Config, context: Mapping | None = None,
+               tokenizer: Tokenizer | None = None) -> QueryPlan:
+    """One-off planning without keeping a policy (tests, tools); the gateway keeps a RecallPolicy."""
+    return RecallPolicy(config, tokenizer).plan_query(query, context)
+
+
+__all__ = [
+    "AFFECT_CUES", "REASONS", "RecallPolicy", "Tokenizer", "build_runtime_gate", "cooldown_gate",
+    "describe_reason", "direct_seed_gate", "favorite_gate", "fold", "normalize", "plan_query",
+    "recall_context_gate", "recent_context_gate", "recent_trigger", "related_target_gate",
+    "topic_evidence_gate", "weather_gate",
+]

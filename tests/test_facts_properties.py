@@ -1,0 +1,202 @@
+"""Property tests for the facts contract (DESIGN §9) over random edit sequences on real SQLite.
+
+The oracle below tracks only what the test itself did (which values it wrote, under which
+role, which it confirmed, corrected, denied or forgot); the store's answers must agree with it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ombre_brain.config import load_config
+from ombre_brain.errors import ConflictError, NotFoundError, ValidationError
+from ombre_brain.facts import FactsStore
+from ombre_brain.store.ledger import Ledger
+
+SPACE = "haven:prop"
+UTC = timezone.utc
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+TIMES = [datetime(2025, 1, 1, tzinfo=UTC) + timedelta(days=61 * i) for i in range(10)]
+PROBES = [TIMES[0] - timedelta(days=1)] + [t + d for t in TIMES for d in (timedelta(0), timedelta(days=30))]
+KEYS = ("diet", "language")
+CONDS = ((), (("channel", "work"),))
+ROLES = ("structured_confirmation", "observation", "user_quote", "inference")
+CONTENT_OPS = ("establish", "change", "exception", "correct", "confirm")
+TABLES = ("facts_records", "facts_revisions", "facts_support", "facts_receipts", "facts_events")
+
+
+@dataclass
+class Oracle:
+    values: dict[tuple[str, int], dict] = field(default_factory=dict)   # (rid, rev) -> what we wrote
+    records: dict[str, tuple[str, tuple]] = field(default_factory=dict)  # rid -> (key, conditions)
+    confirmed: set[str] = field(default_factory=set)
+    corrected: set[str] = field(default_factory=set)
+    denied: set[str] = field(default_factory=set)
+    forgotten_events: set[str] = field(default_factory=set)
+    events: list[str] = field(default_factory=list)
+    history: dict[str, list[tuple]] = field(default_factory=dict)
+
+    def pending_values(self) -> set[str]:
+        return {w["value"] for w in self.values.values()
+                if w["adoption"] == "pending" and w["op"] in CONTENT_OPS and w["value"]}
+
+    def forgotten_values(self) -> set[str]:
+        carriers: dict[str, list[str]] = {}
+        for w in self.values.values():
+            if w["op"] in CONTENT_OPS and w["value"]:
+                carriers.setdefault(w["value"], []).append(w["event"])
+        return {v for v, evs in carriers.items() if all(e in self.forgotten_events for e in evs)}
+
+
+def _iso(t: datetime) -> str:
+    return t.isoformat()
+
+
+@st.composite
+def actions(draw, oracle: Oracle, counter):
+    kinds = ["establish"] if not oracle.records else [
+        "establish", "change", "exception", "correct", "confirm", "deny", "forget"]
+    kind = draw(st.sampled_from(kinds))
+    role = draw(st.sampled_from(ROLES))
+    if kind == "forget":
+        return ("forget", draw(st.sampled_from(oracle.events)) if oracle.events else None)
+    value = f"v{next(counter)}"
+    if kind == "establish":
+        edit = {"op": "establish", "key": draw(st.sampled_from(KEYS)), "value": value}
+        conds = draw(st.sampled_from(CONDS))
+        if conds:
+            edit["conditions"] = [{"key": k, "value": v} for k, v in conds]
+        if draw(st.booleans()):
+            edit["valid_from"] = _iso(draw(st.sampled_from(TIMES[:4])))
+        if draw(st.integers(0, 3)) == 0:
+            edit["valid_until"] = _iso(draw(st.sampled_from(TIMES[5:])))
+    else:
+        rid = draw(st.sampled_from(list(oracle.records)))     # creation order: ids are random
+        key, conds = oracle.records[rid]
+        revs = sorted(r for (r_id, r) in oracle.values if r_id == rid)
+        target = draw(st.sampled_from(revs + [max(revs) + 1]))
+        edit = {"op": kind, "key": key, "target": {"record_id": rid, "revision": target}}
+        if kind in ("change", "exception", "correct"):
+            edit["value"] = value
+        if kind in ("change", "exception"):
+            i = draw(st.integers(0, len(TIMES) - 2))
+            edit["valid_from"] = _iso(TIMES[i])
+            if kind == "exception":
+                edit["valid_until"] = _iso(TIMES[draw(st.integers(i + 1, len(TIMES) - 1))])
+        if kind == "confirm":
+            role = draw(st.sampled_from(ROLES[:2]))
+            written = oracle.values.get((rid, target), {}).get("value")
+            edit["value"] = written if draw(st.integers(0, 5)) else "wrong"
+            if written is None:
+                edit.pop("value")
+    if draw(st.integers(0, 4)) == 0:
+        edit["basis"] = "inferred"
+    return ("submit", role, edit)
+
+
+def _counts(fs: FactsStore) -> dict:
+    return {t: fs.ledger.one(f"SELECT COUNT(*) FROM {t}")[0] for t in TABLES}
+
+
+def _apply(fs: FactsStore, oracle: Oracle, action, event_id: str) -> None:
+    if action[0] == "forget":
+        if action[1] is not None:
+            fs.forget_sources(SPACE, [fs.source_digest(SPACE, "prop", action[1])])
+            oracle.forgotten_events.add(action[1])
+        return
+    _, role, edit = action
+    before = _counts(fs)
+    body = {"space": SPACE, "source": {"producer": "prop", "event_id": event_id}, "subject": "user",
+            "role": role, "text": f"text of {event_id}", "edits": [edit]}
+    try:
+        res = fs.submit(body, now=NOW)
+    except (ValidationError, ConflictError, NotFoundError):
+        assert _counts(fs) == before, "a refused batch wrote something"
+        return
+    oracle.events.append(event_id)
+    (rec,) = res["records"]
+    rid, rev = rec["record_id"], rec["revision"]
+    written = fs.history(SPACE, rid, after_revision=rev - 1, max_bytes=1_048_576)["revisions"][0]
+    adoption = written["adoption"]
+    if role in ("user_quote", "inference"):
+        assert adoption == "pending", "a quote or inference was adopted without a confirm"
+    if edit["op"] == "establish":
+        oracle.records[rid] = (edit["key"], tuple((c["key"], c["value"]) for c in edit.get("conditions", [])))
+    target = edit.get("target", {}).get("revision")
+    tgt = oracle.values.get((rid, target)) if target else None
+    value = tgt["value"] if edit["op"] == "confirm" else edit.get("value")
+    oracle.values[(rid, rev)] = {"value": value, "op": edit["op"], "adoption": adoption, "event": event_id,
+                                 "target": target, "effective": edit["op"]}
+    if adoption != "adopted":
+        return
+    op = edit["op"]
+    if op == "confirm" and tgt is not None and tgt["adoption"] == "pending":
+        oracle.confirmed.add(value)
+        op, target, tgt = tgt["effective"], tgt["target"], oracle.values.get((rid, tgt["target"]))
+        oracle.values[(rid, rev)]["effective"] = op
+    if op == "correct" and tgt is not None:
+        oracle.corrected.add(tgt["value"])
+    if op == "deny" and tgt is not None and tgt["adoption"] != "pending":
+        oracle.denied.add(rid)
+
+
+def _check(fs: FactsStore, oracle: Oracle) -> None:
+    pending_only = oracle.pending_values() - oracle.confirmed
+    forgotten = oracle.forgotten_values()
+    ever = {w["value"] for w in oracle.values.values() if w["value"]}
+    for ctx in ({}, {"channel": "work"}):
+        for t in [None, *PROBES]:
+            res = fs.read(SPACE, as_of=None if t is None else _iso(t), context=ctx, max_facts=64,
+                          max_bytes=1_048_576, now=NOW)
+            for f in res["facts"]:
+                v = f["value"]
+                assert v in ever, f"read invented {v!r}"
+                assert v not in pending_only, f"pending value {v!r} was read"
+                assert v not in oracle.corrected, f"corrected value {v!r} was read"
+                assert v not in forgotten, f"forgotten value {v!r} was read"
+                assert f["record_id"] not in oracle.denied, f"denied record {f['record_id']} was read"
+                assert f["adoption"] in ("adopted", "confirmed")
+            assert len({(f["subject"], f["key"]) for f in res["facts"]}) == len(res["facts"])
+    live: dict[tuple, list[str]] = {}
+    for rec in fs.export(SPACE):
+        if rec["state"] == "live":
+            ident = (rec["subject"], rec["key"], tuple((c["key"], c["value"]) for c in rec["conditions"]))
+            live.setdefault(ident, []).append(rec["record_id"])
+        if rec["record_id"] in oracle.denied:
+            assert rec["state"] == "denied"
+    assert all(len(rids) == 1 for rids in live.values()), f"two confirmed base facts coexist: {live}"
+    for rid in oracle.records:
+        revs = fs.history(SPACE, rid, max_bytes=1_048_576)["revisions"]
+        now_rows = [(r["revision"], r["label"], r["adoption"], r["target_revision"], r["valid_from"],
+                     r["valid_until"], r["basis"], r["role"], r["created"]) for r in revs]
+        old = oracle.history.get(rid, [])
+        assert now_rows[:len(old)] == old, "history is not append-only"
+        for r in revs:
+            w = oracle.values[(rid, r["revision"])]
+            if r["status"] != "forgotten":
+                assert r["value"] == (w["value"] if w["op"] != "deny" else r["value"])
+        oracle.history[rid] = now_rows
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_random_edit_sequences_keep_the_facts_invariants(data):
+    oracle, counter = Oracle(), itertools.count(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        ledger = Ledger(Path(tmp) / "ledger.db")
+        try:
+            fs = FactsStore(ledger, load_config())
+            steps = data.draw(st.integers(3, 14), label="steps")
+            for i in range(steps):
+                action = data.draw(actions(oracle, counter), label=f"action {i}")
+                _apply(fs, oracle, action, f"e{i}")
+                _check(fs, oracle)
+        finally:
+            ledger.close()

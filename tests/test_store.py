@@ -1,0 +1,175 @@
+"""The store on real Chroma (embedded and `chroma run`), SQLite and jieba: roundtrip, dedupe, update, delete.
+
+Every test runs twice through ``mode_brain``: once on embedded Chroma and once against a real
+Chroma server on loopback, so server mode is exercised end to end.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from ombre_brain import Brain
+from ombre_brain.maintenance import doctor
+
+SPACE = "haven:xiaoyu"
+
+ZH_NAMES = ["小雨", "阿杰", "林老师", "外婆", "小猫豆豆", "同桌", "表姐", "房东", "教练", "邻居"]
+ZH_PLACES = ["海边", "图书馆", "火锅店", "公园", "地铁站", "山顶", "夜市", "医院", "机场", "咖啡馆"]
+ZH_ACTS = ["吵架", "看日落", "排队", "迷路", "下雨", "放风筝", "拍照", "唱歌", "发呆", "告白"]
+ZH_THINGS = ["贝壳", "雨伞", "围巾", "耳机", "明信片", "蛋糕", "钥匙", "吉他", "相机", "月饼"]
+EN_SYLL = ["ka", "lo", "mi", "ren", "to", "shu", "va", "ne", "qi", "zu"]
+EN_PLACES = ["harbor", "library", "market", "orchard", "stadium", "bakery", "museum", "island", "canyon", "temple"]
+
+
+def nonce(i: int) -> str:
+    """A made-up word unique to i, so each English bucket has words of its own."""
+    return "".join(EN_SYLL[int(d)] for d in f"{i:03d}")
+
+
+def make_fields(i: int, rng: random.Random) -> dict:
+    """One bucket's input, Chinese for even i and English for odd i, using most §3 fields."""
+    a, b, c = i % 10, (i // 10) % 10, (i * 7 + 3) % 10
+    if i % 2 == 0:
+        title = f"{ZH_NAMES[a]}在{ZH_PLACES[b]}{ZH_ACTS[c]}"
+        body = (f"### moment\n那天{ZH_NAMES[a]}在{ZH_PLACES[b]}{ZH_ACTS[c]}，手里拿着{ZH_THINGS[(a + c) % 10]}。\n\n"
+                f"### feeling\n有点想哭，但也很安心。")
+        tags = [ZH_PLACES[b], ZH_THINGS[(a + c) % 10]]
+    else:
+        word = nonce(i)
+        title = f"The {word} evening at the {EN_PLACES[b]}"
+        body = f"We talked about {word} at the {EN_PLACES[b]} until the lights went out."
+        tags = [word, EN_PLACES[b]]
+    fields: dict = {
+        "id": f"b{i:03d}", "title": title, "body": body, "tags": tags,
+        "type": rng.choice(["dynamic", "dynamic", "permanent", "feel", "journal"]),
+        "importance": rng.randint(1, 10), "valence": round(rng.random(), 3), "arousal": round(rng.random(), 3),
+        "pinned": rng.random() < 0.1, "protected": rng.random() < 0.1, "anchor": rng.random() < 0.1,
+        "archived": rng.random() < 0.1, "resolved": rng.random() < 0.1, "digested": rng.random() < 0.1,
+        "created": f"2026-0{1 + i % 9}-1{i % 10}T20:0{i % 10}:00+08:00",
+        "last_active": f"2026-10-1{i % 10}T08:00:00+00:00",
+        "updated": "2026-10-20T08:00:00+00:00",
+        "activation_count": i % 7, "origin": rng.choice(["user", "assistant", "derived"]),
+        "basis": rng.choice(["stated", "observed", "inferred", "unknown"]),
+    }
+    if i % 3 == 0:
+        fields["comments"] = [{"author": "Haven", "created": "2026-10-01T10:00:00+08:00", "content": f"评论 {i}"}]
+        fields["summary"] = f"summary {i}"
+        fields["event_time"] = "2026-05-01T12:00:00-05:00"
+    if i % 4 == 1:
+        fields["source_ref"] = {"path": f"chats/{i}.md", "start_line": i + 1, "end_line": i + 3}
+        fields["source"] = f"chat:{i}"
+        fields["confidence"] = 0.75
+    if i % 5 == 2:
+        fields.update(memory_subject="relationship", memory_layer="relationship_lesson",
+                      memory_classification_source="model_adjusted")
+    return fields
+
+
+def own_hit(brain, space: str, bucket_id: str, hits: dict) -> bool:
+    return any(m.split("#")[0] == bucket_id for m in hits)
+
+
+def test_200_buckets_roundtrip_and_find_by_own_words(mode_brain, brain_path, store_mode):
+    rng = random.Random(2)
+    inputs = [make_fields(i, rng) for i in range(200)]
+    for f in inputs[:30]:  # the single write path
+        assert mode_brain.write(space=SPACE, **f) == f["id"]
+    assert mode_brain.write_many([{"space": SPACE, **f} for f in inputs[30:]]) == [f["id"] for f in inputs[30:]]
+    before = {b.id: b.to_dict() for b in mode_brain.list(SPACE, limit=1000)}
+    assert len(before) == 200
+    mode_brain.close()
+
+    with Brain.open(brain_path, store_mode) as brain:
+        after = {b.id: b.to_dict() for b in brain.list(SPACE, limit=1000)}
+        assert after == before
+        for f in inputs:  # every field given comes back as given
+            got = after[f["id"]]
+            for key, value in f.items():
+                assert got[key] == value, (f["id"], key)
+            assert brain.get(SPACE, f["id"]).to_dict() == got
+        assert brain.store.count(SPACE) == 200
+        report = doctor(brain, repair=False)
+        assert report["consistent"], report
+
+        store = brain.store
+        for f in inputs[::5]:  # 40 buckets, Chinese and English
+            lex = store.lexical_search(SPACE, store.tokens(f["title"]), 5)
+            assert own_hit(brain, SPACE, f["id"], lex), (f["title"], lex)
+            vec = store.vector_search(SPACE, brain.embedder.query(f["body"].split("\n")[1] if "###" in f["body"]
+                                                                  else f["body"]), 10)
+            assert own_hit(brain, SPACE, f["id"], vec), (f["title"], vec)
+
+
+def test_exact_duplicate_returns_the_existing_id(mode_brain):
+    a = mode_brain.write(space=SPACE, title="一起去海边", body="捡了很多贝壳", tags=["海边"])
+    b = mode_brain.write(space=SPACE, title="一起去海边", body="捡了很多贝壳", tags=["海边"], importance=9)
+    assert a == b
+    c = mode_brain.write(space=SPACE, title="一起去海边", body="捡了很多贝壳", tags=["沙滩"])
+    assert c != a
+    assert mode_brain.store.count(SPACE) == 2
+    d = mode_brain.write(space=SPACE, title="一起去海边", body="捡了很多贝壳", tags=["海边"], dedupe=False)
+    assert d not in (a, c)
+    assert mode_brain.store.count(SPACE) == 3
+    assert doctor(mode_brain, repair=False)["consistent"]
+
+
+def test_update_reindexes_words_and_vectors(mode_brain):
+    store = mode_brain.store
+    bid = mode_brain.write(space=SPACE, title="周末计划", body="我们打算去爬山，看云海。\n\n### feeling\n很期待")
+    old_moments = {m.id for m in store.moments(SPACE, bid)}
+    assert own_hit(mode_brain, SPACE, bid, store.lexical_search(SPACE, store.tokens("爬山 云海"), 5))
+    updated = mode_brain.update(SPACE, bid, body="改成去博物馆看恐龙化石。")
+    assert updated.body == "改成去博物馆看恐龙化石。"
+    assert mode_brain.get(SPACE, bid).body == updated.body
+    assert not store.lexical_search(SPACE, store.tokens("爬山 云海"), 5)
+    assert own_hit(mode_brain, SPACE, bid, store.lexical_search(SPACE, store.tokens("恐龙 化石"), 5))
+    vec = store.vector_search(SPACE, mode_brain.embedder.query("去博物馆看恐龙化石"), 3)
+    assert own_hit(mode_brain, SPACE, bid, vec)
+    new_moments = {m.id for m in store.moments(SPACE, bid)}
+    assert set(store.chroma.all_ids(SPACE)) == new_moments  # the feeling moment is gone from Chroma too
+    assert old_moments - new_moments
+    assert doctor(mode_brain, repair=False)["consistent"]
+
+
+def test_delete_removes_bucket_everywhere(mode_brain):
+    store = mode_brain.store
+    keep = mode_brain.write(space=SPACE, title="Tea with grandma", body="She poured oolong and told old stories.")
+    gone = mode_brain.write(space=SPACE, title="Lost umbrella", body="The blue umbrella stayed on the tram.")
+    other = mode_brain.write(space=SPACE, title="Found umbrella", body="A red umbrella in the lobby.")
+    mode_brain.link(SPACE, gone, other, "same_event", 0.8)
+    assert mode_brain.delete(SPACE, gone)
+    assert not mode_brain.delete(SPACE, gone)
+    assert mode_brain.get(SPACE, gone) is None
+    assert mode_brain.edges(SPACE) == []
+    assert not own_hit(mode_brain, SPACE, gone, store.lexical_search(SPACE, store.tokens("blue umbrella tram"), 5))
+    vec = store.vector_search(SPACE, mode_brain.embedder.query("The blue umbrella stayed on the tram."), 5)
+    assert not own_hit(mode_brain, SPACE, gone, vec)
+    assert not [i for i in store.chroma.all_ids(SPACE) if i.startswith(gone + "#")]
+    assert {b.id for b in mode_brain.list(SPACE)} == {keep, other}
+    assert doctor(mode_brain, repair=False)["consistent"]
+
+
+def test_spaces_are_separate_collections(mode_brain):
+    a = mode_brain.write(space="haven:a", title="secret garden", body="only a knows")
+    mode_brain.write(space="haven:b", title="open field", body="b knows this")
+    store = mode_brain.store
+    assert mode_brain.get("haven:b", a) is None
+    assert not store.lexical_search("haven:b", store.tokens("secret garden"), 5)
+    assert not own_hit(mode_brain, "haven:b", a,
+                       store.vector_search("haven:b", mode_brain.embedder.query("secret garden"), 5))
+
+
+@pytest.mark.parametrize("mode", ["http"])
+def test_two_stores_share_one_chroma_server_without_collisions(tmp_path, chroma_server, mode):
+    host, port = chroma_server
+    cfg = {"store": {"chroma": {"mode": mode, "host": host, "port": port}}}
+    with Brain.open(tmp_path / "one", cfg) as one, Brain.open(tmp_path / "two", cfg) as two:
+        one.write(space=SPACE, id="same", title="from store one", body="one")
+        two.write(space=SPACE, id="same", title="from store two", body="two")
+        assert one.store.chroma.get_documents(SPACE, ["same#0"]) == {"same#0": "from store one"}
+        assert two.store.chroma.get_documents(SPACE, ["same#0"]) == {"same#0": "from store two"}
+        two.store.drop_space(SPACE)
+        assert one.get(SPACE, "same").title == "from store one"
+        assert doctor(one, repair=False)["consistent"]
