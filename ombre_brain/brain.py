@@ -201,6 +201,8 @@ class Brain:
                                else origin)
         changes.setdefault("updated", (now or now_utc()).isoformat())
         bucket = bucket_from_dict(changes, limits=self.limits, partial_of=current, now=now)
+        if bucket.source != current.source:
+            self._check_suppressed(bucket)
         self.store.update(bucket)
         return bucket
 

@@ -344,6 +344,9 @@ class Forgetter:
             hook = getattr(obj, "on_purge", None)
             if callable(hook) and name != "forget":
                 out["other"] += int(hook(space, list(plan.bucket_ids), list(plan.digests), whole) or 0)
+        drop = getattr(store, "drop_lexical", None)
+        if callable(drop):  # rebuilt from the ledger on next use, without the purged vocabulary
+            drop(space)
         self._clear_caches()
         return out
 

@@ -250,6 +250,7 @@ class RecallPolicy:
         self._stop = frozenset(w.lower() for w in config.lexical.stop_words)
         self._cache: OrderedDict[tuple, QueryPlan] = OrderedDict()
         self._lock = threading.Lock()
+        self._prepare_lock = threading.Lock()
         self._ready = False
 
     # ------------------------------------------------------------ setup
@@ -323,7 +324,9 @@ class RecallPolicy:
 
     def _plan(self, query: str) -> QueryPlan:
         if not self._ready:
-            self._prepare()
+            with self._prepare_lock:
+                if not self._ready:
+                    self._prepare()
         text = query[:MAX_QUERY_CHARS]
         normalized = normalize(text, self.config.cues)
         if not _alnum(normalized):

@@ -7,9 +7,10 @@ import time
 
 import httpx
 import pytest
-from conftest import LiveServer, free_port
 
 from ombre_brain import Brain
+
+from .conftest import LiveServer, free_port
 
 SPACE = "haven:xiaoyu"
 SEA = "我们一起去海边捡贝壳，你说海风很咸，我笑着把最大的那个贝壳送给了你。"

@@ -30,7 +30,7 @@ def nonce(i: int) -> str:
 
 def make_fields(i: int, rng: random.Random) -> dict:
     """One bucket's input, Chinese for even i and English for odd i, using most §3 fields."""
-    a, b, c = i % 10, (i // 10) % 10, (i * 7 + 3) % 10
+    a, b, c = i % 10, (i // 10) % 10, (i // 100 + i) % 10  # (a, b, c) is unique per i below 1000
     if i % 2 == 0:
         title = f"{ZH_NAMES[a]}在{ZH_PLACES[b]}{ZH_ACTS[c]}"
         body = (f"### moment\n那天{ZH_NAMES[a]}在{ZH_PLACES[b]}{ZH_ACTS[c]}，手里拿着{ZH_THINGS[(a + c) % 10]}。\n\n"

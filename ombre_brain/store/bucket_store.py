@@ -126,6 +126,14 @@ class BucketStore:
                 self._lexical[space] = idx
             return idx
 
+    def drop_lexical(self, space: str) -> None:
+        """Forget the space's cached lexical index; the next search rebuilds it from the ledger.
+
+        A purge calls this so that not even the dead vocabulary of removed moments stays in memory.
+        """
+        with self._lock:
+            self._lexical.pop(space, None)
+
     # ------------------------------------------------------------ writes
 
     def _prepare(self, bucket: Bucket) -> tuple[list[Moment], list[list[str]], np.ndarray]:
