@@ -10,7 +10,7 @@ import pytest
 
 from ombre_brain.replay import check_expect, run_scenario
 
-from conftest import SCENARIOS
+from .conftest import SCENARIOS
 
 FILES = sorted(SCENARIOS.glob("*.yaml"))
 
