@@ -70,6 +70,7 @@ class TurnContext:
         self.plan = plan
         self.state = state
         self._layers: dict[str, LayerDecision] = {}
+        self.trace: dict[str, dict] = {}  # bucket_id -> {layer_debug, runtime_gate} for candidates left out quietly
 
     def layer(self, bucket: Bucket) -> LayerDecision:
         d = self._layers.get(bucket.id)
@@ -156,7 +157,7 @@ def run_turn(brain, space: str, session: str, query: str, now: datetime, *, dry_
     turn = assemble(brain, plan=plan, state=state, query=query, core=core, facts=facts, items=items,
                     suppressed=suppressed, unknown=unknown, timings=timings)
     lap("budget")
-    turn.debug.update(retrieval=retrieval, direct=direct, related=related)
+    turn.debug.update(retrieval=retrieval, direct=direct, related=related, trace=ctx.trace)
 
     if not dry_run:
         injected = [(it.bucket_id, sec.key) for sec in (*turn.stable, *turn.sections) for it in sec.items
@@ -187,10 +188,13 @@ def _direct(ctx: TurnContext, cands) -> tuple[list[Decided], list[Suppressed]]:
         gate = G.build_runtime_gate(direct_seed=ds, topic_evidence=te, cooldown=cd, recall_context=rc)
         if ds.allowed and cd.allowed is not False:
             passed.append(Decided(c.bucket, d, gate, c.fused * mult, candidate=c))
-        elif te.allowed or c.admission.admitted or c.rank <= 8:
-            # only plausible candidates are worth explaining; the long tail of noise stays out of the TURN
+        else:
             g = gate.decide("suppressed", None, _first_block(gate))
-            suppressed.append(Suppressed(c.bucket.id, d.layer, g.reason, d.to_dict(), g.to_dict()))
+            if te.allowed or c.admission.admitted or c.rank <= 8:
+                # only plausible candidates are listed in the TURN; the long tail stays in the debug trace
+                suppressed.append(Suppressed(c.bucket.id, d.layer, g.reason, d.to_dict(), g.to_dict()))
+            else:
+                ctx.trace[c.bucket.id] = {"layer_debug": d.to_dict(), "runtime_gate": g.to_dict()}
     passed.sort(key=lambda x: (-x.score, x.bucket.id))
     if passed:
         top = passed[0].score or 1.0

@@ -59,6 +59,21 @@ class Turn:
                 return s
         return None
 
+    def explain(self, bucket_id: str) -> dict | None:
+        """The decision this turn made about a bucket, read from the turn itself (never recomputed)."""
+        for sec in (*self.stable, *self.sections):
+            for it in sec.items:
+                if it.bucket_id == bucket_id:
+                    return {"layer_debug": it.layer_debug, "runtime_gate": it.runtime_gate, "section": sec.key,
+                            "shape": it.shape}
+        for s in self.suppressed:
+            if s.bucket_id == bucket_id:
+                return {"layer_debug": s.layer_debug, "runtime_gate": s.runtime_gate, "section": None, "shape": None}
+        traced = self.debug.get("trace", {}).get(bucket_id)
+        if traced is not None:
+            return {**traced, "section": None, "shape": None}
+        return None
+
     def item_ids(self, key: str | None = None) -> list[str]:
         return [i.bucket_id for s in (*self.stable, *self.sections) if key in (None, s.key) for i in s.items
                 if i.bucket_id]

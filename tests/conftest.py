@@ -192,15 +192,7 @@ class StandInUpstream:
 
         from ombre_brain.ingest import EXTRACTOR_PROMPT
 
-        self.requests: list[dict] = []
-        self.status, self.error_body, self.delay = 200, b'{"error": {"message": "stand-in error"}}', 0.0
-        self.reply = "I remember the sea."
-        self.chunks = ["I ", "remember ", "the ", "sea."]
-        self.chunk_delay = 0.0
-        self.ignore_stream = False  # answer JSON even when asked to stream
-        self.extraction: dict = {"user": None, "relationship": None}
-        self.extract_delays: list[float] = []
-        self.extract_status = 200
+        self.reset()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -261,6 +253,18 @@ class StandInUpstream:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+
+    def reset(self) -> None:
+        """Forget recorded requests and go back to the default script."""
+        self.requests: list[dict] = []
+        self.status, self.error_body, self.delay = 200, b'{"error": {"message": "stand-in error"}}', 0.0
+        self.reply = "I remember the sea."
+        self.chunks = ["I ", "remember ", "the ", "sea."]
+        self.chunk_delay = 0.0
+        self.ignore_stream = False  # answer JSON even when asked to stream
+        self.extraction: dict = {"user": None, "relationship": None}
+        self.extract_delays: list[float] = []
+        self.extract_status = 200
 
     def chat_requests(self) -> list[dict]:
         return [r for r in self.requests if not r["extractor"]]

@@ -7,7 +7,6 @@ role, which it confirmed, corrected, denied or forgot); the store's answers must
 from __future__ import annotations
 
 import itertools
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -29,6 +28,7 @@ KEYS = ("diet", "language")
 CONDS = ((), (("channel", "work"),))
 ROLES = ("structured_confirmation", "observation", "user_quote", "inference")
 CONTENT_OPS = ("establish", "change", "exception", "correct", "confirm")
+CONFIG = load_config()
 TABLES = ("facts_records", "facts_revisions", "facts_support", "facts_receipts", "facts_events")
 
 
@@ -42,6 +42,7 @@ class Oracle:
     forgotten_events: set[str] = field(default_factory=set)
     events: list[str] = field(default_factory=list)
     history: dict[str, list[tuple]] = field(default_factory=dict)
+    heads: dict[str, int] = field(default_factory=dict)                 # rid -> current revision, as read
 
     def pending_values(self) -> set[str]:
         return {w["value"] for w in self.values.values()
@@ -81,7 +82,9 @@ def actions(draw, oracle: Oracle, counter):
         rid = draw(st.sampled_from(list(oracle.records)))     # creation order: ids are random
         key, conds = oracle.records[rid]
         revs = sorted(r for (r_id, r) in oracle.values if r_id == rid)
-        target = draw(st.sampled_from(revs + [max(revs) + 1]))
+        head = oracle.heads.get(rid)
+        likely = [head] * 3 if head else []
+        target = draw(st.sampled_from(likely + [max(revs)] * 2 + revs + [max(revs) + 1]))
         edit = {"op": kind, "key": key, "target": {"record_id": rid, "revision": target}}
         if kind in ("change", "exception", "correct"):
             edit["value"] = value
@@ -173,7 +176,9 @@ def _check(fs: FactsStore, oracle: Oracle) -> None:
             assert rec["state"] == "denied"
     assert all(len(rids) == 1 for rids in live.values()), f"two confirmed base facts coexist: {live}"
     for rid in oracle.records:
-        revs = fs.history(SPACE, rid, max_bytes=1_048_576)["revisions"]
+        h = fs.history(SPACE, rid, max_bytes=1_048_576)
+        oracle.heads[rid] = h["current_revision"]
+        revs = h["revisions"]
         now_rows = [(r["revision"], r["label"], r["adoption"], r["target_revision"], r["valid_from"],
                      r["valid_until"], r["basis"], r["role"], r["created"]) for r in revs]
         old = oracle.history.get(rid, [])
@@ -185,18 +190,29 @@ def _check(fs: FactsStore, oracle: Oracle) -> None:
         oracle.history[rid] = now_rows
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_random_edit_sequences_keep_the_facts_invariants(data):
+_spaces = itertools.count(1)
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_edit_sequences_keep_the_facts_invariants(tmp_path, data):
+    global SPACE
+    SPACE = f"haven:p{next(_spaces)}"       # one ledger per test, a fresh space per example
+    fs = _store(tmp_path)
     oracle, counter = Oracle(), itertools.count(1)
-    with tempfile.TemporaryDirectory() as tmp:
-        ledger = Ledger(Path(tmp) / "ledger.db")
-        try:
-            fs = FactsStore(ledger, load_config())
-            steps = data.draw(st.integers(3, 14), label="steps")
-            for i in range(steps):
-                action = data.draw(actions(oracle, counter), label=f"action {i}")
-                _apply(fs, oracle, action, f"e{i}")
-                _check(fs, oracle)
-        finally:
-            ledger.close()
+    steps = data.draw(st.integers(3, 14), label="steps")
+    for i in range(steps):
+        action = data.draw(actions(oracle, counter), label=f"action {i}")
+        _apply(fs, oracle, action, f"e{i}")
+        _check(fs, oracle)
+
+
+_stores: dict[Path, FactsStore] = {}
+
+
+def _store(tmp_path: Path) -> FactsStore:
+    if tmp_path not in _stores:
+        _stores.clear()
+        _stores[tmp_path] = FactsStore(Ledger(tmp_path / "ledger.db"), CONFIG)
+    return _stores[tmp_path]

@@ -20,7 +20,7 @@ from ombre_brain.config import load_config
 from ombre_brain.errors import ValidationError
 from ombre_brain.ingest import exchange_id, parse_extraction, rule_drafts
 
-from .conftest import LiveServer, free_port
+from .conftest import LiveServer, StandInUpstream, free_port
 
 SPACE = "haven:xiaoyu"
 # A stable boundary and a relationship lesson in one message: two buckets, never one summary.
@@ -50,12 +50,36 @@ def open_brain(path: Path, standin, **config) -> Brain:
                              "ingest": ingest | config.pop("ingest", {}), **config})
 
 
-def all_jobs(brain) -> list[dict]:
-    return brain.gateway.ingest.table.list(states=("pending", "running", "done", "failed", "dead"))
+def all_jobs(brain, space: str = SPACE) -> list[dict]:
+    every = brain.gateway.ingest.table.list(states=("pending", "running", "done", "failed", "dead"))
+    return [j for j in every if j["space"] == space]
 
 
-def exchange_buckets(brain, job_id: str) -> list:
-    return [b for b in brain.list(SPACE, limit=1000) if b.source == f"exchange:{job_id}"]
+def exchange_buckets(brain, job_id: str, space: str = SPACE) -> list:
+    return [b for b in brain.list(space, limit=1000) if b.source == f"exchange:{job_id}"]
+
+
+@pytest.fixture(scope="module")
+def llm_standin():
+    s = StandInUpstream()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def standin(llm_standin):
+    """This module shares one stand-in upstream, reset before each test."""
+    llm_standin.reset()
+    return llm_standin
+
+
+@pytest.fixture(scope="module")
+def llm_brain(tmp_path_factory, llm_standin):
+    """A Brain with the LLM extractor and no worker thread: tests run jobs themselves, each in its own space."""
+    brain = open_brain(tmp_path_factory.mktemp("ingest") / "data", llm_standin,
+                       ingest={"extractor": "llm", "max_attempts": 3, "backoff_s": 0.2})
+    yield brain
+    brain.close()
 
 
 # ---------------------------------------------------------------- the write decision (pure)
@@ -118,14 +142,20 @@ def test_same_exchange_sent_three_times_becomes_memory_once(tmp_path, standin):
     try:
         body = {"model": "m", "messages": [{"role": "system", "content": "You are Haven."},
                                            {"role": "user", "content": TEXT}]}
+        headers = {"X-Ombre-Space": SPACE, "X-Ombre-Session-Id": "s1"}
         with httpx.Client(base_url=server.url, timeout=30) as client:
-            send = lambda: client.post("/v1/chat/completions", json=body, headers={"X-Ombre-Space": SPACE,  # noqa: E731
-                                                                                    "X-Ombre-Session-Id": "s1"})
-            assert send().status_code == 200
+            def send(payload=body):
+                return client.post("/v1/chat/completions", json=payload, headers=headers).status_code
+
+            assert send() == 200
             (job,) = wait_for(lambda: [j for j in all_jobs(brain) if j["state"] == "done"])
-            assert send().status_code == 200 and send().status_code == 200
+            assert send() == 200 and send() == 200
+            # chat noise in the same conversation is a job too, and writes nothing
+            assert send({"model": "m", "messages": [{"role": "user", "content": "哈哈好的"}]}) == 200
+            noise = wait_for(lambda: [j for j in all_jobs(brain) if j["state"] == "done" and j["id"] != job["id"]])
         time.sleep(0.3)  # give a wrongly queued replay time to run
-        assert [j["id"] for j in all_jobs(brain)] == [job["id"]]
+        assert sorted(j["id"] for j in all_jobs(brain)) == sorted([job["id"], noise[0]["id"]])
+        assert noise[0]["result"] == {"bucket_ids": [], "noise": True, "extractor": "rule"}
         kept = exchange_buckets(brain, job["id"])
         assert sorted(b.id for b in kept) == sorted(job["result"]["bucket_ids"]) == \
             [f"x{job['id'][:12]}r", f"x{job['id'][:12]}u"]
@@ -137,100 +167,89 @@ def test_same_exchange_sent_three_times_becomes_memory_once(tmp_path, standin):
         # the exchange became memory the next turn can use
         turn = brain.turn(SPACE, "s2", "我不吃什么来着？还记得吗").to_dict()
         assert by_side["u"].id in [i["bucket_id"] for s in turn["sections"] for i in s["items"]]
+        assert brain.gateway.enqueue_exchange(SPACE, "s1", [{"role": "assistant", "content": "hi"}], "x") is None
     finally:
         server.close()
         brain.close()
 
 
-def test_llm_extractor_writes_model_classified_buckets(tmp_path, standin):
+def test_llm_extractor_writes_model_classified_buckets(llm_brain, standin):
+    space = "haven:llm"
     standin.extraction = EXTRACTION
-    with open_brain(tmp_path / "data", standin, ingest={"extractor": "llm"}) as brain:
-        job_id = brain.gateway.enqueue_exchange(SPACE, "s1", [{"role": "user", "content": TEXT}], "好，我记住了。")
-        assert brain.gateway.ingest.run_due() == 1
-        (call,) = standin.extractor_requests()
-        assert call["body"]["model"] == "extract-model"
-        assert json.loads(call["body"]["messages"][1]["content"]) == {"user": TEXT, "assistant": "好，我记住了。"}
-        kept = {b.id[-1]: b for b in exchange_buckets(brain, job_id)}
-        assert kept["u"].memory_classification_source == kept["r"].memory_classification_source == "model"
-        assert (kept["u"].origin, kept["r"].origin) == ("user", "assistant")
-        assert (kept["u"].valence, kept["u"].arousal, kept["u"].basis) == (0.3, 0.4, "inferred")
+    job_id = llm_brain.gateway.enqueue_exchange(space, "s1", [{"role": "user", "content": TEXT}], "好，我记住了。")
+    assert llm_brain.gateway.ingest.run_due() == 1
+    (call,) = standin.extractor_requests()
+    assert call["body"]["model"] == "extract-model"
+    assert json.loads(call["body"]["messages"][1]["content"]) == {"user": TEXT, "assistant": "好，我记住了。"}
+    kept = {b.id[-1]: b for b in exchange_buckets(llm_brain, job_id, space)}
+    assert kept["u"].memory_classification_source == kept["r"].memory_classification_source == "model"
+    assert (kept["u"].origin, kept["r"].origin) == ("user", "assistant")
+    assert (kept["u"].valence, kept["u"].arousal, kept["u"].basis) == (0.3, 0.4, "inferred")
 
 
-def test_noise_is_done_with_nothing_written(tmp_path, standin):
-    with open_brain(tmp_path / "data", standin) as brain:
-        job_id = brain.gateway.enqueue_exchange(SPACE, "s1", [{"role": "user", "content": "哈哈好的"}], "嘿嘿")
-        brain.gateway.ingest.run_due()
-        job = brain.gateway.ingest.table.get(job_id)
-        assert job["state"] == "done" and job["result"] == {"bucket_ids": [], "noise": True, "extractor": "rule"}
-        assert brain.list(SPACE) == []
-        assert brain.gateway.enqueue_exchange(SPACE, "s1", [{"role": "assistant", "content": "hi"}], "x") is None
-
-
-def test_failures_back_off_then_dead_letter_and_jobs_can_retry(tmp_path, standin, capsys):
+def test_failures_back_off_then_dead_letter_and_jobs_can_retry(llm_brain, standin, capsys):
+    space, data = "haven:failing", str(llm_brain.path)
     standin.extract_status = 500
-    data = tmp_path / "data"
-    with open_brain(data, standin, ingest={"extractor": "llm", "max_attempts": 3, "backoff_s": 0.2}) as brain:
-        q = brain.gateway.ingest
-        job_id = brain.gateway.enqueue_exchange(SPACE, "s1", [{"role": "user", "content": TEXT}], "好")
-        assert q.process(job_id) == "failed"
-        first = q.table.get(job_id)
-        assert first["attempts"] == 1 and "500" in first["last_error"]
-        assert q.run_due() == 0  # backing off: not due yet
-        assert first["next_at"] - time.time() > 0.1
-        wait_for(lambda: q.run_due() == 1)
-        second = q.table.get(job_id)
-        assert second["state"] == "failed" and second["next_at"] - time.time() > 0.25  # 0.2 * 2
-        wait_for(lambda: q.run_due() == 1)
-        assert q.table.get(job_id)["state"] == "dead"
-        assert len(standin.extractor_requests()) == 3 and brain.list(SPACE) == []
+    q = llm_brain.gateway.ingest
+    job_id = llm_brain.gateway.enqueue_exchange(space, "s1", [{"role": "user", "content": TEXT}], "好")
+    assert q.process(job_id) == "failed"
+    first = q.table.get(job_id)
+    assert first["attempts"] == 1 and "500" in first["last_error"]
+    assert q.run_due() == 0  # backing off: not due yet
+    assert first["next_at"] - time.time() > 0.1
+    wait_for(lambda: q.run_due() == 1)
+    second = q.table.get(job_id)
+    assert second["state"] == "failed" and second["next_at"] - time.time() > 0.25  # 0.2 * 2
+    wait_for(lambda: q.run_due() == 1)
+    assert q.table.get(job_id)["state"] == "dead"
+    assert len(standin.extractor_requests()) == 3 and llm_brain.list(space) == []
 
-        assert cli_main(["jobs", "--data", str(data), "--json"]) == 0
-        listed = json.loads(capsys.readouterr().out)
-        assert listed["counts"]["dead"] == 1 and listed["jobs"][0]["id"] == job_id
-        assert cli_main(["jobs", "--data", str(data)]) == 0
-        text = capsys.readouterr().out
-        assert "dead: 1" in text and job_id[:16] in text and "500" in text
-        assert cli_main(["jobs", "--data", str(data), "--retry", "nothex!"]) == 2
-        assert cli_main(["jobs", "--data", str(data), "--retry", "abcdef0123"]) == 2
-        capsys.readouterr()
+    assert cli_main(["jobs", "--data", data, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["counts"]["dead"] >= 1 and job_id in [j["id"] for j in listed["jobs"] if j["state"] == "dead"]
+    assert cli_main(["jobs", "--data", data]) == 0
+    text = capsys.readouterr().out
+    assert "dead: " in text and job_id[:16] in text and "500" in text
+    assert cli_main(["jobs", "--data", data, "--retry", "nothex!"]) == 2
+    assert cli_main(["jobs", "--data", data, "--retry", "abcdef0123"]) == 2
+    capsys.readouterr()
 
-        standin.extract_status = 200
-        standin.extraction = EXTRACTION
-        assert cli_main(["jobs", "--data", str(data), "--retry", "dead"]) == 0
-        assert "reset 1 job(s)" in capsys.readouterr().out
-        assert q.table.get(job_id)["state"] == "pending" and q.table.get(job_id)["attempts"] == 0
-        assert q.run_due() == 1
-        assert q.table.get(job_id)["state"] == "done" and len(exchange_buckets(brain, job_id)) == 2
-
-
-def test_crash_after_writing_never_duplicates(tmp_path, standin):
-    """A retry whose extractor words things differently still finds the buckets the crashed attempt wrote."""
+    standin.extract_status = 200
     standin.extraction = EXTRACTION
-    with open_brain(tmp_path / "data", standin, ingest={"extractor": "llm"}) as brain:
-        q = brain.gateway.ingest
-        job_id = brain.gateway.enqueue_exchange(SPACE, "s1", [{"role": "user", "content": TEXT}], "好")
-        job = q.table.claim(job_id)
-        q._execute(job)  # wrote both buckets, then "crashed" before marking the job done
-        assert q.table.get(job_id)["state"] == "running"
-        standin.extraction = {"user": dict(EXTRACTION["user"], body="不吃香菜（换了个说法）"),
-                              "relationship": dict(EXTRACTION["relationship"], body="难过时先拥抱（换了个说法）")}
-        assert q.table.recover(max_attempts=3) == 1
-        assert q.run_due() == 1
-        job = q.table.get(job_id)
-        assert job["state"] == "done" and job["attempts"] == 2
-        kept = exchange_buckets(brain, job_id)
-        assert len(kept) == 2 and len(brain.list(SPACE, limit=100)) == 2
-        assert "换了个说法" not in "".join(b.body for b in kept)
+    assert cli_main(["jobs", "--data", data, "--retry", job_id[:10]]) == 0
+    assert "reset 1 job(s)" in capsys.readouterr().out
+    assert q.table.get(job_id)["state"] == "pending" and q.table.get(job_id)["attempts"] == 0
+    assert q.run_due() == 1
+    assert q.table.get(job_id)["state"] == "done" and len(exchange_buckets(llm_brain, job_id, space)) == 2
 
 
-def test_interrupted_job_out_of_attempts_is_dead_lettered(tmp_path, standin):
-    with open_brain(tmp_path / "data", standin, ingest={"max_attempts": 1}) as brain:
-        q = brain.gateway.ingest
-        job_id = brain.gateway.enqueue_exchange(SPACE, "s1", [{"role": "user", "content": TEXT}], "好")
-        q.table.claim(job_id)
-        assert q.table.recover(max_attempts=1) == 1
-        job = q.table.get(job_id)
-        assert job["state"] == "dead" and "interrupted" in job["last_error"]
+def test_crash_after_writing_never_duplicates(llm_brain, standin):
+    """A retry whose extractor words things differently still finds the buckets the crashed attempt wrote."""
+    space = "haven:crash"
+    standin.extraction = EXTRACTION
+    q = llm_brain.gateway.ingest
+    job_id = llm_brain.gateway.enqueue_exchange(space, "s1", [{"role": "user", "content": TEXT}], "好")
+    job = q.table.claim(job_id)
+    q._execute(job)  # wrote both buckets, then "crashed" before marking the job done
+    assert q.table.get(job_id)["state"] == "running"
+    standin.extraction = {"user": dict(EXTRACTION["user"], body="不吃香菜（换了个说法）"),
+                          "relationship": dict(EXTRACTION["relationship"], body="难过时先拥抱（换了个说法）")}
+    assert q.table.recover(max_attempts=3) == 1
+    assert q.run_due() == 1
+    job = q.table.get(job_id)
+    assert job["state"] == "done" and job["attempts"] == 2
+    kept = exchange_buckets(llm_brain, job_id, space)
+    assert len(kept) == 2 and len(llm_brain.list(space, limit=100)) == 2
+    assert "换了个说法" not in "".join(b.body for b in kept)
+
+
+def test_interrupted_job_out_of_attempts_is_dead_lettered(llm_brain):
+    q = llm_brain.gateway.ingest
+    job_id = llm_brain.gateway.enqueue_exchange("haven:interrupted", "s1", [{"role": "user", "content": TEXT}], "好")
+    q.table.claim(job_id)
+    assert q.table.recover(max_attempts=1) == 1
+    job = q.table.get(job_id)
+    assert job["state"] == "dead" and "interrupted" in job["last_error"]
 
 
 # ---------------------------------------------------------------- kill the server mid-job

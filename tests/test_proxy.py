@@ -10,23 +10,61 @@ import pytest
 
 from ombre_brain import Brain
 
-from .conftest import LiveServer, free_port
+from .conftest import LiveServer, StandInUpstream, free_port
 
 SPACE = "haven:xiaoyu"
 SEA = "我们一起去海边捡贝壳，你说海风很咸，我笑着把最大的那个贝壳送给了你。"
+CONFIG = {"identity": {"ai_name": "Haven", "user_name": "Xiaoyu"}, "server": {"default_space": SPACE}}
+
+
+@pytest.fixture(scope="module")
+def upstream_mod():
+    s = StandInUpstream()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def standin(upstream_mod):
+    """This module shares one stand-in upstream, reset before each test."""
+    upstream_mod.reset()
+    return upstream_mod
+
+
+def upstream_config(standin, **over) -> dict:
+    return {"base_url": standin.url, "api_key_env": "STANDIN_API_KEY", "timeout_s": 5, "retries": 1} | over
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory, upstream_mod):
+    """One Brain and server with the default proxy config; each test uses its own session."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("STANDIN_API_KEY", "upstream-secret")
+        brain = Brain.open(tmp_path_factory.mktemp("proxy") / "data", CONFIG | {"upstream": upstream_config(
+            upstream_mod)})
+        brain.write(space=SPACE, id="sea", title="一起去海边", body=SEA, tags=["海边"])
+        server = LiveServer(brain)
+        yield brain, server
+        server.close()
+        brain.close()
+
+
+@pytest.fixture
+def proxy(shared, standin):
+    brain, server = shared
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        yield brain, client
 
 
 @pytest.fixture
 def make_proxy(tmp_path, standin, monkeypatch):
-    """Open a Brain whose upstream is the stand-in (plus overrides) and serve it; closes all at teardown."""
+    """A Brain and server with proxy settings overridden; closed at teardown."""
     monkeypatch.setenv("STANDIN_API_KEY", "upstream-secret")
     opened: list[tuple[Brain, LiveServer]] = []
 
     def make(upstream: dict | None = None, *, env_tokens: dict | None = None, **config):
-        up = {"base_url": standin.url, "api_key_env": "STANDIN_API_KEY", "timeout_s": 5, "retries": 1}
-        brain = Brain.open(tmp_path / f"data{len(opened)}", {
-            "identity": {"ai_name": "Haven", "user_name": "Xiaoyu"}, "server": {"default_space": SPACE},
-            "upstream": up | (upstream or {}), **config})
+        brain = Brain.open(tmp_path / f"data{len(opened)}",
+                           CONFIG | {"upstream": upstream_config(standin, **(upstream or {}))} | config)
         server = LiveServer(brain, env_tokens=env_tokens)
         opened.append((brain, server))
         return brain, httpx.Client(base_url=server.url, timeout=30)
@@ -45,37 +83,37 @@ def chat(**extra) -> dict:
                          {"role": "user", "content": [{"type": "text", "text": "还记得我们去海边那次吗"}]}]} | extra
 
 
-def jobs(brain) -> list[dict]:
-    return brain.gateway.ingest.table.list(states=("pending", "running", "done", "failed", "dead"))
+def jobs(brain, session: str) -> list[dict]:
+    every = brain.gateway.ingest.table.list(states=("pending", "running", "done", "failed", "dead"))
+    return [j for j in every if j["session"] == session]
 
 
 # ---------------------------------------------------------------- /v1/inject
 
 
-def test_inject_returns_the_turn(make_proxy):
-    brain, client = make_proxy()
-    brain.write(space=SPACE, id="sea", title="一起去海边", body=SEA, tags=["海边"])
-    r = client.post("/v1/inject", json={"space": SPACE, "session_id": "s1", "query": "还记得我们去海边那次吗",
-                                        "now": "2026-11-30T20:00:00+08:00"})
+def test_inject_returns_the_turn(proxy):
+    _brain, client = proxy
+    r = client.post("/v1/inject", json={"space": SPACE, "session_id": "inject", "query": "还记得我们去海边那次吗"})
     assert r.status_code == 200, r.text
     turn = r.json()
     assert {"query", "session", "at", "plan", "stable", "sections", "suppressed", "rendered", "tokens"} <= set(turn)
-    assert turn["session"] == "s1" and turn["at"].startswith("2026-11-30T20:00:00")
+    assert turn["session"] == "inject" and turn["plan"]["context_mode"] == "memory_lookup"
     recalled = [i["bucket_id"] for s in turn["sections"] if s["key"] == "recalled_memory" for i in s["items"]]
     assert recalled == ["sea"]
     assert "海风很咸" in turn["rendered"]
 
 
-def test_inject_unknown_space_is_an_empty_turn(make_proxy):
-    _brain, client = make_proxy()
-    r = client.post("/v1/inject", json={"space": "nobody:here", "session_id": "s1", "query": "还记得海边吗"})
+def test_inject_unknown_space_is_an_empty_turn(proxy):
+    _brain, client = proxy
+    r = client.post("/v1/inject", json={"space": "nobody:here", "session_id": "s1", "query": "还记得海边吗",
+                                        "now": "2026-11-30T20:00:00+08:00"})
     assert r.status_code == 200, r.text
     turn = r.json()
-    assert turn["stable"] == [] and turn["suppressed"] == []
+    assert turn["at"].startswith("2026-11-30T20:00:00") and turn["stable"] == [] and turn["suppressed"] == []
     assert [i["bucket_id"] for s in turn["sections"] for i in s["items"] if i["bucket_id"]] == []
 
 
-@pytest.mark.parametrize("body, code, needle", [
+MALFORMED = [
     ({"session_id": "s1", "query": "hi"}, "invalid", "space"),
     ({"space": "bad space!", "session_id": "s1", "query": "hi"}, None, "space"),
     ({"space": SPACE, "session_id": "s1"}, "invalid", "query"),
@@ -84,19 +122,17 @@ def test_inject_unknown_space_is_an_empty_turn(make_proxy):
     ({"space": SPACE, "session_id": "s1", "query": "hi", "now": 5}, "invalid", "now"),
     ({"space": SPACE, "session_id": "s1", "query": "hi", "now": "yesterday-ish"}, None, "now"),
     ({"space": SPACE, "session_id": "s1", "query": "hi", "limit": 3}, "unknown_field", "limit"),
-])
-def test_inject_rejects_malformed_bodies(make_proxy, body, code, needle):
-    _brain, client = make_proxy()
-    r = client.post("/v1/inject", json=body)
-    assert r.status_code == 400, r.text
-    err = r.json()["error"]
-    assert needle in err["message"]
-    if code:
-        assert err["code"] == code
+]
 
 
-def test_inject_rejects_non_json(make_proxy):
-    _brain, client = make_proxy()
+def test_inject_rejects_malformed_bodies(proxy):
+    _brain, client = proxy
+    for body, code, needle in MALFORMED:
+        r = client.post("/v1/inject", json=body)
+        assert r.status_code == 400, (body, r.text)
+        err = r.json()["error"]
+        assert needle in err["message"], (body, err)
+        assert code is None or err["code"] == code, (body, err)
     r = client.post("/v1/inject", content=b"{nope", headers={"Content-Type": "application/json"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "bad_json"
 
@@ -104,12 +140,11 @@ def test_inject_rejects_non_json(make_proxy):
 # ---------------------------------------------------------------- the proxy, non-streaming
 
 
-def test_memory_block_goes_right_before_the_last_user_message(make_proxy, standin):
-    brain, client = make_proxy()
-    brain.write(space=SPACE, id="sea", title="一起去海边", body=SEA, tags=["海边"])
+def test_memory_block_goes_right_before_the_last_user_message(proxy, standin):
+    brain, client = proxy
     request = chat()
     r = client.post("/v1/chat/completions", json=request,
-                    headers={"X-Ombre-Session-Id": "s1", "Authorization": "Bearer client-secret"})
+                    headers={"X-Ombre-Session-Id": "block", "Authorization": "Bearer client-secret"})
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["message"]["content"] == standin.reply
     assert r.headers["X-Ombre-Memory"] == "injected"
@@ -120,16 +155,17 @@ def test_memory_block_goes_right_before_the_last_user_message(make_proxy, standi
     msgs = sent["body"]["messages"]
     assert len(msgs) == len(request["messages"]) + 1
     assert msgs[3]["role"] == "system" and "海风很咸" in msgs[3]["content"]
-    assert msgs[3]["content"] == brain.gateway.injections(SPACE, "s1", 1)[0]["rendered"]
+    assert msgs[3]["content"] == brain.gateway.injections(SPACE, "block", 1)[0]["rendered"]
     assert msgs[:3] + msgs[4:] == request["messages"]  # everything else untouched, in order
     assert {k: v for k, v in sent["body"].items() if k != "messages"} == \
         {k: v for k, v in request.items() if k != "messages"}
 
 
-def test_no_memory_forwards_the_request_byte_for_byte(make_proxy, standin):
-    _brain, client = make_proxy()
+def test_no_memory_forwards_the_request_byte_for_byte(proxy, standin):
+    _brain, client = proxy
     raw = json.dumps(chat(messages=[{"role": "user", "content": "hello"}]), ensure_ascii=False).encode()
-    r = client.post("/v1/chat/completions", content=raw, headers={"Content-Type": "application/json"})
+    r = client.post("/v1/chat/completions", content=raw,
+                    headers={"Content-Type": "application/json", "X-Ombre-Space": "haven:empty"})
     assert r.status_code == 200, r.text
     assert r.headers["X-Ombre-Memory"] == "none"
     assert standin.chat_requests()[0]["raw"] == raw
@@ -147,83 +183,83 @@ def test_space_comes_from_header_token_or_default_never_from_content(make_proxy,
     r = client.post("/v1/chat/completions", json=body, headers=auth | {"X-Ombre-Space": "haven:b"})
     assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
     assert brain.gateway.injections("haven:a", "default", 5) and not brain.gateway.injections("haven:evil")
+    assert len(standin.chat_requests()) == 1
 
 
-def test_default_space_without_tokens(make_proxy):
-    _brain, client = make_proxy()
-    r = client.post("/v1/chat/completions", json=chat())
+def test_default_space_without_tokens(proxy):
+    _brain, client = proxy
+    headers = {"X-Ombre-Session-Id": "default-space"}
+    r = client.post("/v1/chat/completions", json=chat(), headers=headers)
     assert r.headers["X-Ombre-Space"] == SPACE
-    r = client.post("/v1/chat/completions", json=chat(), headers={"X-Ombre-Space": "haven:other"})
+    r = client.post("/v1/chat/completions", json=chat(), headers=headers | {"X-Ombre-Space": "haven:other"})
     assert r.headers["X-Ombre-Space"] == "haven:other"
 
 
 @pytest.mark.parametrize("status", [429, 500])
-def test_upstream_errors_reach_the_client_unchanged(make_proxy, standin, status):
-    brain, client = make_proxy()
+def test_upstream_errors_reach_the_client_unchanged(proxy, standin, status):
+    brain, client = proxy
     standin.status = status
     standin.error_body = json.dumps({"error": {"message": f"stand-in says {status}", "type": "x"}}).encode()
     for stream in (False, True):
-        r = client.post("/v1/chat/completions", json=chat(stream=stream))
+        r = client.post("/v1/chat/completions", json=chat(stream=stream), headers={"X-Ombre-Session-Id": "errors"})
         assert r.status_code == status
         assert r.content == standin.error_body
         assert r.headers["Retry-After"] == "7"
     assert len(standin.chat_requests()) == 2  # a received error is an answer: never retried
-    assert jobs(brain) == []  # and nothing is queued for memory
+    assert jobs(brain, "errors") == []  # and nothing is queued for memory
 
 
-def test_malformed_chat_request_is_400(make_proxy, standin):
-    _brain, client = make_proxy()
-    for body in ({"model": "m"}, {"model": "m", "messages": "hi"}, {"model": "m", "messages": []}):
+def test_malformed_chat_request_is_400(proxy, standin):
+    _brain, client = proxy
+    for body in ({"model": "m"}, {"model": "m", "messages": "hi"}, {"model": "m", "messages": []},
+                 {"model": "m", "messages": ["hi"]}):
         r = client.post("/v1/chat/completions", json=body)
         assert r.status_code == 400 and "messages" in r.json()["error"]["message"]
     r = client.post("/v1/chat/completions", json=chat(), headers={"X-Ombre-Session-Id": "x" * 300})
+    assert r.status_code == 400 and "X-Ombre-Session-Id" in r.json()["error"]["message"]
+    r = client.post("/v1/chat/completions", json=chat(), headers={"X-Ombre-Space": "no spaces allowed"})
     assert r.status_code == 400
     assert standin.chat_requests() == []
 
 
-def test_no_upstream_configured_is_503(make_proxy):
+def test_upstream_config_problems_are_clear_json_errors(make_proxy, standin):
     _brain, client = make_proxy({"base_url": None})
     r = client.post("/v1/chat/completions", json=chat())
     assert r.status_code == 503 and r.json()["error"]["code"] == "upstream_not_configured"
     assert "upstream.base_url" in r.json()["error"]["message"]
 
-
-def test_unreachable_upstream_is_502_after_retries(make_proxy):
     _brain, client = make_proxy({"base_url": f"http://127.0.0.1:{free_port()}/v1", "retries": 2})
     r = client.post("/v1/chat/completions", json=chat())
     assert r.status_code == 502
     err = r.json()["error"]
     assert err["code"] == "upstream_unreachable" and "3 attempts" in err["message"]
 
-
-def test_slow_upstream_times_out_with_retries(make_proxy, standin):
     _brain, client = make_proxy({"timeout_s": 0.3, "retries": 1})
     standin.delay = 1.0
     r = client.post("/v1/chat/completions", json=chat())
     assert r.status_code == 502 and r.json()["error"]["code"] == "upstream_timeout"
-    assert len(standin.chat_requests()) == 2
+    assert len(standin.chat_requests()) == 2  # one retry after the timeout
 
 
-def test_reply_is_queued_as_an_exchange(make_proxy, standin):
-    brain, client = make_proxy()
-    r = client.post("/v1/chat/completions", json=chat(), headers={"X-Ombre-Session-Id": "s9"})
+def test_reply_is_queued_as_an_exchange(proxy, standin):
+    brain, client = proxy
+    r = client.post("/v1/chat/completions", json=chat(), headers={"X-Ombre-Session-Id": "queued"})
     assert r.status_code == 200
-    (job,) = jobs(brain)
-    assert (job["space"], job["session"], job["state"]) == (SPACE, "s9", "pending")
+    (job,) = jobs(brain, "queued")
+    assert (job["space"], job["state"]) == (SPACE, "pending")  # no worker runs in this module
     assert job["payload"]["user"] == "还记得我们去海边那次吗" and job["payload"]["assistant"] == standin.reply
 
 
 # ---------------------------------------------------------------- the proxy, streaming
 
 
-def test_streaming_passes_chunks_through_as_they_arrive(make_proxy, standin):
-    brain, client = make_proxy()
-    brain.write(space=SPACE, id="sea", title="一起去海边", body=SEA, tags=["海边"])
+def test_streaming_passes_chunks_through_as_they_arrive(proxy, standin):
+    brain, client = proxy
     standin.chunk_delay = 0.4
     arrivals: list[tuple[float, bytes]] = []
     start = time.monotonic()
     with client.stream("POST", "/v1/chat/completions", json=chat(stream=True),
-                       headers={"X-Ombre-Session-Id": "s1"}) as r:
+                       headers={"X-Ombre-Session-Id": "stream"}) as r:
         assert r.status_code == 200
         assert r.headers["Content-Type"].startswith("text/event-stream")
         assert r.headers["X-Ombre-Memory"] == "injected"
@@ -240,15 +276,15 @@ def test_streaming_passes_chunks_through_as_they_arrive(make_proxy, standin):
     assert len(arrivals) >= len(standin.chunks)
     msgs = standin.chat_requests()[0]["body"]["messages"]
     assert msgs[3]["role"] == "system" and "海风很咸" in msgs[3]["content"]
-    (job,) = jobs(brain)
+    (job,) = jobs(brain, "stream")
     assert job["payload"]["assistant"] == "".join(standin.chunks)
 
 
-def test_stream_request_answered_with_json_passes_through(make_proxy, standin):
+def test_stream_request_answered_with_json_passes_through(proxy, standin):
     """An upstream that ignores `stream` answers JSON; that JSON reaches the client as is, and is queued."""
-    brain, client = make_proxy()
+    brain, client = proxy
     standin.ignore_stream = True
-    r = client.post("/v1/chat/completions", json=chat(stream=True))
+    r = client.post("/v1/chat/completions", json=chat(stream=True), headers={"X-Ombre-Session-Id": "json"})
     assert r.status_code == 200 and r.headers["Content-Type"].startswith("application/json")
     assert r.json()["choices"][0]["message"]["content"] == standin.reply
-    assert jobs(brain)[0]["payload"]["assistant"] == standin.reply
+    assert jobs(brain, "json")[0]["payload"]["assistant"] == standin.reply

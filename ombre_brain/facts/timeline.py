@@ -151,7 +151,7 @@ def resolve(revisions: list[Revision] | tuple[Revision, ...]) -> RecordView:
         if _apply(view, r, r.op, r.target, pending):
             view.head = r.revision
     for r in revisions:
-        if r.forgotten and r.adoption != "pending":
+        if r.forgotten and r.revision not in pending:
             view.status[r.revision] = FORGOTTEN
     for rev in sorted(pending):   # a pending revision only ever targets earlier ones
         p = pending[rev]
