@@ -344,23 +344,25 @@ def _read_yaml(path: Path) -> dict:
 
 
 def _origin_of(key: str, layers: list[tuple[str, dict]]) -> str:
-    """The last file that set a dotted key, so an error names where the bad value came from."""
+    """The last file that set a dotted key (or its deepest present parent), so errors name their source."""
     parts = key.split(".")
-    found = layers[0][0] if layers else "<config>"
-    for name, data in layers:
-        node: Any = data
-        ok = True
-        for p in parts:
+
+    def has(data: Any, path: list[str]) -> bool:
+        node = data
+        for p in path:
             if isinstance(node, Mapping) and p in node:
                 node = node[p]
             elif isinstance(node, list | tuple) and p.isdigit() and int(p) < len(node):
                 node = node[int(p)]
             else:
-                ok = False
-                break
-        if ok:
-            found = name
-    return found
+                return False
+        return True
+
+    for depth in range(len(parts), 0, -1):
+        found = [name for name, data in layers if has(data, parts[:depth])]
+        if found:
+            return found[-1]
+    return layers[0][0] if layers else "<config>"
 
 
 class _Invalid(Exception):
@@ -441,9 +443,9 @@ def _convert(tp: Any, value: Any, key: str, meta: Mapping | None = None) -> Any:
         _check_range(float(value), key, meta)
         return float(value)
     if tp is str:
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
+        if not isinstance(value, str):
             raise _Invalid(key, f"expected a string, got {_show(value)}")
-        return str(value)
+        return value
     raise _Invalid(key, f"unsupported type {tp}")
 
 
@@ -473,6 +475,8 @@ def _build(cls: type, data: Mapping, prefix: str) -> Any:
     for name, f in names.items():
         if name in data:
             kwargs[name] = _convert(hints[name], data[name], _join(prefix, name), f.metadata)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise _Invalid(_join(prefix, name), "is required")
     return cls(**kwargs)
 
 

@@ -413,7 +413,10 @@ def _render_direct(ctx: TurnContext, d: Decided, section: str) -> Item:
     # context-only sections ride along beside a reliable direct hit (recall context gate)
     context = [s for s in d.bucket.sections if s.name in ("affect_anchor", "comment")] if shape in DIRECT_SHAPES else []
     if context:
+        # auxiliary colour beside a reliable direct hit on its parent (recall context gate)
         extra["context"] = [{"section": s.name, "text": s.text} for s in context]
+        text = text + "\n" + "\n".join(f"[{s.name}] {s.text}" for s in context)
+        d = dataclasses.replace(d, gate=d.gate.with_gate("recall_context", GateResult(True, "beside_reliable_parent")))
     return _item(d, shape, text, section, extra, moment_id=m.id)
 
 

@@ -462,7 +462,7 @@ class BucketStore:
         return out
 
     def vector_search(self, space: str, vector: np.ndarray, k: int) -> dict[str, float]:
-        if not self.known_space(space):
+        if not self.ensure_space(space, create=False):
             return {}
         return self.chroma.query(space, vector, k)
 
