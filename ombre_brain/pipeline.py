@@ -71,6 +71,7 @@ class TurnContext:
         self.state = state
         self._layers: dict[str, LayerDecision] = {}
         self.trace: dict[str, dict] = {}  # bucket_id -> {layer_debug, runtime_gate} for candidates left out quietly
+        self.diffusion: dict[str, Any] = {}  # seeds, edges and every diffusion hit before gating (debug)
 
     def layer(self, bucket: Bucket) -> LayerDecision:
         d = self._layers.get(bucket.id)
@@ -157,7 +158,7 @@ def run_turn(brain, space: str, session: str, query: str, now: datetime, *, dry_
     turn = assemble(brain, plan=plan, state=state, query=query, core=core, facts=facts, items=items,
                     suppressed=suppressed, unknown=unknown, timings=timings)
     lap("budget")
-    turn.debug.update(retrieval=retrieval, direct=direct, related=related, trace=ctx.trace)
+    turn.debug.update(retrieval=retrieval, direct=direct, related=related, trace=ctx.trace, diffusion=ctx.diffusion)
 
     if not dry_run:
         injected = [(it.bucket_id, sec.key) for sec in (*turn.stable, *turn.sections) for it in sec.items
@@ -240,6 +241,7 @@ def _related(ctx: TurnContext, direct: list[Decided], suppressed: list[Suppresse
     top = max(d.score for d in seeds_ok) or 1.0
     seeds = [(d.bucket.id, d.score / top) for d in seeds_ok]
     edges = _edges_near(ctx, [s for s, _ in seeds])
+    ctx.diffusion.update(seeds=seeds, edges=edges, hits=[])
     if not edges:
         return []
     targets = ctx.brain.store.get_many(ctx.space, {e.from_id for e in edges} | {e.to_id for e in edges})
@@ -250,6 +252,7 @@ def _related(ctx: TurnContext, direct: list[Decided], suppressed: list[Suppresse
 
     hits = diffuse(seeds, edges, cfg=cfg.diffusion, caution=plan.allow_caution_diffusion,
                    blocked={d.bucket.id for d in direct}, target_ok=target_ok)
+    ctx.diffusion["hits"] = hits
     out: list[Decided] = []
     for h in hits:
         b = targets.get(h.bucket_id)

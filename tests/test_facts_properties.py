@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from ombre_brain.config import load_config
 from ombre_brain.errors import ConflictError, NotFoundError, ValidationError
 from ombre_brain.facts import FactsStore
+from ombre_brain.facts.timeline import Revision, resolve
 from ombre_brain.store.ledger import Ledger
 
 UTC = timezone.utc
@@ -211,3 +212,44 @@ def test_random_edit_sequences_keep_the_facts_invariants(store, data):
         action = data.draw(actions(oracle, counter), label=f"action {i}")
         _apply(store, oracle, action, f"e{i}")
         _check(store, oracle)
+
+
+# ---------------------------------------------------------------- timeline against a slow reference
+
+
+def _reference_value(base: list[Revision], exceptions: list[Revision], t: datetime) -> str | None:
+    """The latest-adopted exception covering t, else the base slot with the latest onset at or before t."""
+    covering = [e for e in exceptions if e.valid_from <= t < e.valid_until]
+    if covering:
+        return max(covering, key=lambda e: e.revision).value
+    started = [b for b in base if b.valid_from is None or b.valid_from <= t]
+    if not started:
+        return None
+    last = max(started, key=lambda b: b.revision)
+    return last.value if last.valid_until is None or t < last.valid_until else None
+
+
+@settings(max_examples=200, deadline=None)
+@given(onsets=st.lists(st.sampled_from(range(len(TIMES))), min_size=0, max_size=4, unique=True),
+       first_known=st.booleans(), ends=st.lists(st.one_of(st.none(), st.integers(1, 4)), min_size=5, max_size=5),
+       spans=st.lists(st.tuples(st.integers(0, len(TIMES) - 2), st.integers(1, 3)), max_size=3),
+       order=st.randoms(use_true_random=False))
+def test_timeline_resolution_matches_a_slow_reference(onsets, first_known, ends, spans, order):
+    onsets = sorted(onsets)
+    base = [Revision(1, "establish", "adopted", "b1", TIMES[0] if first_known else None,
+                     TIMES[0] + timedelta(days=30 * ends[0]) if ends[0] else None)]
+    for i, o in enumerate(onsets):
+        if first_known and o == 0:
+            continue
+        end = TIMES[o] + timedelta(days=30 * ends[i + 1]) if ends[i + 1] else None
+        base.append(Revision(len(base) + 1, "change", "adopted", f"b{len(base) + 1}", TIMES[o], end, target=1))
+    exceptions = []
+    for start, length in spans:
+        n = len(base) + len(exceptions) + 1
+        exceptions.append(Revision(n, "exception", "adopted", f"x{n}", TIMES[start],
+                                   TIMES[min(start + length, len(TIMES) - 1)] + timedelta(days=1), target=1))
+    revisions = base + exceptions
+    view = resolve(order.sample(revisions, len(revisions)))     # storage order must not matter
+    for t in PROBES:
+        seg = view.segment_at(t)
+        assert (seg.revision.value if seg else None) == _reference_value(base, exceptions, t)
