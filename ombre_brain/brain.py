@@ -30,6 +30,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 log = logging.getLogger("ombre_brain")
 
 ORIGIN_RANK = {"user": 3, "assistant": 2, "derived": 1}
+OPTIONAL_MODULES = {"dream_engine": "dream"}  # capability property -> the module that implements it
 PROTECTED_FIELDS = ("title", "body", "summary", "pinned", "protected", "anchor", "archived", "resolved", "digested",
                     "memory_subject", "memory_layer")
 
@@ -170,7 +171,7 @@ class Brain:
 
     def _optional(self, name: str):
         """A capability whose module is present (lets the core run before every module lands)."""
-        if importlib.util.find_spec(f"ombre_brain.{name}") is None:
+        if importlib.util.find_spec(f"ombre_brain.{OPTIONAL_MODULES.get(name, name)}") is None:
             return None
         return getattr(self, name)
 
@@ -265,7 +266,12 @@ class Brain:
     def purge(self, space: str, *, bucket_ids=None, source=None, whole_space: bool = False) -> dict:
         return self.forget.purge(space, bucket_ids=bucket_ids, source=source, whole_space=whole_space)
 
-    def dream(self, space: str, now: datetime | None = None) -> str | None:
+    @property
+    def dream_engine(self):
         from .dream import DreamEngine
 
-        return self._extra("dream", lambda: DreamEngine(self)).dream(space, now=now)
+        return self._extra("dream", lambda: DreamEngine(self))
+
+    def dream(self, space: str, now: datetime | None = None) -> str | None:
+        """Compose one dream from the space's recent material; its id, or None (the reason is logged)."""
+        return self.dream_engine.dream(space, now=now)

@@ -85,6 +85,7 @@ class RetrievalConfig:
     semantic_admit: dict[str, float] = field(default_factory=dict)
     min_term_chars: int = field(default=2, metadata=_rng(1, 10))
     min_idf: float = field(default=0.5, metadata=_rng(0, 100))
+    min_term_coverage: float = field(default=0.4, metadata=_rng(0, 1))
     max_direct: int = field(default=4, metadata=_rng(1, 100))
     min_relative_score: float = field(default=0.35, metadata=_rng(0, 1))
 

@@ -182,6 +182,7 @@ def admit(candidate: Candidate, plan_terms: Sequence[str], *, idf: Callable[[str
         return Admission(False, "context_only_match", semantic_score=semantic)
 
     terms = discriminative_terms(plan_terms, idf=idf, cfg=cfg)
+    asked = _term_groups(plan_terms, idf=idf, cfg=cfg)
     fields = (("title", b.title), ("summary", b.summary or ""), ("tags", "\n".join(b.tags)),
               ("body", b.main_text))
     matched: list[str] = []
@@ -193,12 +194,65 @@ def admit(candidate: Candidate, plan_terms: Sequence[str], *, idf: Callable[[str
                 first_field = first_field or name
                 if t not in matched:
                     matched.append(t)
-    if first_field is not None:
-        return Admission(True, f"term_in_{first_field}", tuple(matched), semantic)
+    coverage = _coverage(asked, matched)
+    if first_field is not None and coverage >= cfg.retrieval.min_term_coverage:
+        return Admission(True, f"term_in_{first_field}", tuple(matched), semantic, coverage)
+    weak = first_field is not None
 
     if query_is_cjk and not cjk_capable:
         return Admission(False, "semantic_not_evidence_for_cjk", semantic_score=semantic)
     threshold = cfg.retrieval.semantic_admit.get(backend)
     if semantic is not None and threshold is not None and semantic >= threshold:
-        return Admission(True, "semantic_above_threshold", semantic_score=semantic)
+        return Admission(True, "semantic_above_threshold", tuple(matched), semantic, coverage if weak else None)
+    if weak:
+        return Admission(False, "weak_term_coverage", tuple(matched), semantic, coverage)
     return Admission(False, "no_topic_evidence", semantic_score=semantic)
+
+
+def term_weight(term: str) -> float:
+    """What a query term is worth as topic evidence: how specific it is in the language.
+
+    Everyday words (名字, 样子, 觉得) weigh little, specific ones (鹦鹉, 年糕) a lot; Latin words
+    have no prior here and weigh 1 each.
+    """
+    from .lexical import general_idf
+
+    if _CJK_RE.search(term):
+        return max(general_idf(term) - 4.0, 0.5)
+    return 1.0
+
+
+def _term_groups(plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any) -> list[tuple[set[str], float]]:
+    """What the query asks about: its terms, with jieba's overlapping cuts (小时/小时候) grouped.
+
+    Terms the space has never seen still count (they are what an honest UNKNOWN is about);
+    terms so common in the space that they carry no information do not.
+    """
+    stop = {s.casefold() for s in cfg.lexical.stop_words}
+    kept: list[str] = []
+    for raw in plan_terms:
+        t = raw.strip().casefold()
+        if not t or t in stop or t in kept:
+            continue
+        long_enough = len(t) >= cfg.retrieval.min_term_chars if _CJK_RE.search(t) else sum(
+            ch.isalnum() for ch in t) >= 3
+        score = idf(t)
+        if long_enough and (score == 0.0 or score >= cfg.retrieval.min_idf):
+            kept.append(t)
+    groups: list[tuple[set[str], float]] = []
+    for t in sorted(kept, key=len, reverse=True):
+        for members, _w in groups:
+            if any(t in m for m in members):
+                members.add(t)
+                break
+        else:
+            groups.append(({t}, 0.0))
+    return [(members, max(term_weight(m) for m in members)) for members, _ in groups]
+
+
+def _coverage(groups: list[tuple[set[str], float]], matched: Sequence[str]) -> float:
+    total = sum(w for _, w in groups)
+    if total <= 0:
+        return 0.0
+    got = set(matched)
+    return sum(w for members, w in groups if members & got) / total

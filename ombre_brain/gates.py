@@ -40,6 +40,7 @@ REASONS: dict[str, str] = {
     "archive_needs_explicit_old": "archived, resolved or digested memory needs an explicit old lookup",
     "favorite_tag_only": "only the favorite tag matched; a favorite needs its own content to be a hit",
     "no_topic_evidence": "no discriminative term or reliable semantic score for this bucket",
+    "weak_term_coverage": "some query terms matched, but too little of what the query asks about",
     "context_only_match": "only a comment, affect anchor or favorite reason matched",
     "admitted_<admission>": "a direct hit, admitted by retrieval for the named evidence (e.g. admitted_term_in_title)",
     # topic evidence (other codes are retrieval's Admission.reason, passed through)

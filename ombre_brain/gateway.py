@@ -22,10 +22,12 @@ class Gateway:
         self._ingest = None
         self._init_lock = threading.Lock()
 
-    def after_dream_surfaced(self, space: str, dream_ids: list[str], now: datetime) -> None:
+    def after_dream_surfaced(self, space: str, dream_ids: list[str], now: datetime,
+                             trimmed: list[str] | None = None) -> None:
+        """Ring the dreams a real turn showed; release those it claimed but the budget trimmed away."""
         engine = self.brain._optional("dream_engine")
         if engine is not None:
-            engine.after_surfaced(space, dream_ids, now)
+            engine.after_surfaced(space, dream_ids, now, trimmed=trimmed or ())
 
     def injections(self, space: str, session: str | None = None, limit: int = 20) -> list[dict]:
         return self.sessions.injections_log(space, session, limit)

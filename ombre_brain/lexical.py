@@ -236,3 +236,26 @@ class _Snapshot(NamedTuple):
 
 
 __all__ = ["LexicalIndex", "init_jieba", "lucene_idf", "tokenize"]
+
+
+_GENERAL_IDF: tuple[dict[str, float], float] | None = None
+_GENERAL_LOCK = threading.Lock()
+
+
+def general_idf(term: str) -> float:
+    """How specific a word is in the language at large (jieba's bundled IDF table).
+
+    A space's own IDF says little in a small store, where every word is rare; the general
+    table knows that 名字 or 样子 are everyday words and 鹦鹉 or 年糕 are not. Words it
+    does not list get its median, i.e. they count as fairly specific.
+    """
+    global _GENERAL_IDF
+    if _GENERAL_IDF is None:
+        with _GENERAL_LOCK:
+            if _GENERAL_IDF is None:
+                import jieba.analyse
+
+                t = jieba.analyse.TFIDF()
+                _GENERAL_IDF = (t.idf_freq, t.median_idf)
+    table, median = _GENERAL_IDF
+    return table.get(term, median)

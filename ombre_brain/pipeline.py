@@ -167,8 +167,10 @@ def run_turn(brain, space: str, session: str, query: str, now: datetime, *, dry_
         recent_shown = any(s.key == "recent_context" for s in turn.sections)
         sessions.record(state, injected, recent_fired=recent_fired and recent_shown, turn=turn.to_dict(timings=True),
                         mentioned=mentioned)
-        if dream_items:
-            brain.gateway.after_dream_surfaced(space, [i.bucket_id for i in dream_items], now)
+        if dream_items:  # a claimed dream the budget trimmed away is released, not lost
+            shown = set(turn.item_ids("dream"))
+            brain.gateway.after_dream_surfaced(space, [i.bucket_id for i in dream_items if i.bucket_id in shown], now,
+                                               trimmed=[i.bucket_id for i in dream_items if i.bucket_id not in shown])
     timings["record"] = round((perf_counter() - t) * 1000, 3)
     return turn
 
@@ -343,7 +345,7 @@ def _dream(ctx: TurnContext, taken: set[str]) -> list[Item]:
     engine = ctx.brain._optional("dream_engine")
     if engine is None or not ctx.cfg.gateway.dream_section:
         return []
-    return engine.surface(ctx.space, ctx.plan, ctx.state, taken)
+    return engine.surface(ctx.space, ctx.plan, ctx.state, taken, trace=ctx.trace)
 
 
 def _core(ctx: TurnContext) -> list[Item]:

@@ -31,7 +31,8 @@ then the body. Mapping onto DESIGN §3:
   (``permanent/``, ``feel/``), else dynamic.
 - ``id`` is kept when it is a legal id, otherwise (or when missing) a stable id is derived
   from it (or from the file's relative path), so a second run finds the same buckets.
-- Times without a UTC offset are read in ``naive_tz`` (UTC unless the caller says otherwise).
+- Times without a UTC offset are read in ``naive_tz`` (UTC unless the caller says otherwise);
+  a file without ``created`` takes its modification time.
 - ``source`` is ``ombre-md:<relative path>``, so a purged memory is refused if migrated again.
 - Other frontmatter keys are not mapped; the report lists them.
 
@@ -287,9 +288,9 @@ def _json_line(n: int, text: str) -> dict | Problem:
     return obj
 
 
-def _check_header(obj: dict | Problem) -> dict:
+def _check_header(obj: dict | Problem, source: str) -> dict:
     if isinstance(obj, Problem):
-        raise ImportProblems("export header", [Problem(obj.where, f"{obj.reason} (the first line must be the "
+        raise ImportProblems(source, [Problem(obj.where, f"{obj.reason} (the first line must be the "
                                                                   f'{{"format": "{FORMAT}", …}} header)')])
     problems = []
     if obj.get("format") != FORMAT:
@@ -311,7 +312,7 @@ def _check_header(obj: dict | Problem) -> dict:
             for k in ("buckets", "edges", "facts"))):
         problems.append(Problem("line 1", "counts: expected {buckets, edges, facts} as integers"))
     if problems:
-        raise ImportProblems("export header", problems)
+        raise ImportProblems(source, problems)
     return obj
 
 
@@ -325,7 +326,7 @@ def parse_export(path: str | Path, *, brain, space: str | None = None) -> _Parse
     n, text = first
     if isinstance(text, Problem):
         raise ImportProblems(str(path), [text])
-    header = _check_header(_json_line(n, text))
+    header = _check_header(_json_line(n, text), str(path))
     source_space = header["space"]
     target = validate_space(space) if space is not None else source_space
     parsed = _Parsed(header)
@@ -669,6 +670,8 @@ def ombre_md_fields(path: Path, root: Path, space: str, *, naive_tz: tzinfo = ti
     seen: set[str] = set()
     tags = [t for t in tags if not (t.lower() in seen or seen.add(t.lower()))]
     created = _time(fm.get("created"), "created", naive_tz)
+    if created is None:  # the file's own time, so a second run maps the file to the same bucket
+        created = datetime.fromtimestamp(int(path.stat().st_mtime), timezone.utc).isoformat()
     last_active = _time(fm.get("last_active"), "last_active", naive_tz) or created
     data: dict[str, Any] = {
         "id": bid, "space": space, "title": str(name).strip(), "body": body.strip("\n").rstrip(), "tags": tags,
@@ -683,10 +686,9 @@ def ombre_md_fields(path: Path, root: Path, space: str, *, naive_tz: tzinfo = ti
         v = _number(fm.get(key), key, lo, hi, integer)
         if v is not None:
             data[key] = v
-    if created:
-        data["created"] = created
-        data["updated"] = _time(fm.get("updated"), "updated", naive_tz) or last_active
-        data["last_active"] = last_active
+    data["created"] = created
+    data["updated"] = _time(fm.get("updated"), "updated", naive_tz) or last_active
+    data["last_active"] = last_active
     return data, sorted(set(fm) - OMBRE_MAPPED)
 
 
@@ -701,15 +703,12 @@ def import_ombre_md(brain, folder: str | Path, *, space: str, naive_tz: tzinfo =
     if not files:
         raise ValidationError(f"{root}: no .md files found")
     report = ImportReport(source=str(root), space=space)
-    items: list[tuple[str, Bucket]] = []
-    ids: dict[str, Path] = {}
+    parsed: list[tuple[Path, Bucket]] = []
     unmapped: dict[str, int] = {}
     validate = getattr(brain, "_validated", None)
     for path in files:
         try:
             data, extra = ombre_md_fields(path, root, space, naive_tz=naive_tz)
-            if data["id"] in ids:
-                raise _Bad(f"id {data['id']!r} is also used by {ids[data['id']]}")
             bucket = validate(data, None) if callable(validate) else bucket_from_dict(data, limits=brain.limits)
         except _Bad as exc:
             report.problems.append(Problem(str(path), str(exc)))
@@ -718,13 +717,24 @@ def import_ombre_md(brain, folder: str | Path, *, space: str, naive_tz: tzinfo =
         except OSError as exc:
             report.problems.append(Problem(str(path), f"cannot read: {exc.strerror}"))
         else:
-            ids[bucket.id] = path
-            items.append((str(path), bucket))
+            parsed.append((path, bucket))
             for k in extra:
                 unmapped[k] = unmapped.get(k, 0) + 1
             continue
         if progress is not None:
             progress(1)
+    by_id: dict[str, list[Path]] = {}
+    for path, bucket in parsed:
+        by_id.setdefault(bucket.id, []).append(path)
+    items: list[tuple[str, Bucket]] = []
+    for path, bucket in parsed:  # two files claiming one id: neither wins silently
+        others = [str(p) for p in by_id[bucket.id] if p != path]
+        if others:
+            report.problems.append(Problem(str(path), f"id {bucket.id!r} is also used by {', '.join(others)}"))
+            if progress is not None:
+                progress(1)
+        else:
+            items.append((str(path), bucket))
     if unmapped:
         shown = ", ".join(f"{k} ({n} file{'s' if n != 1 else ''})" for k, n in sorted(unmapped.items()))
         report.notes.append(f"frontmatter keys not mapped: {shown}")

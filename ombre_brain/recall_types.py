@@ -140,10 +140,12 @@ class Admission:
     reason: str                      # e.g. term_in_title, semantic_above_threshold, context_only_match, no_topic_evidence
     matched_terms: tuple[str, ...] = ()
     semantic_score: float | None = None
+    coverage: float | None = None    # share of the query's term weight the bucket's evidence text covers
 
     def to_dict(self) -> dict:
         return {"admitted": self.admitted, "reason": self.reason, "matched_terms": list(self.matched_terms),
-                "semantic_score": self.semantic_score}
+                "semantic_score": self.semantic_score,
+                "coverage": None if self.coverage is None else round(self.coverage, 4)}
 
 
 @dataclass(frozen=True)

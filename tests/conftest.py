@@ -137,6 +137,22 @@ def mode_brain(brain_path, store_mode):
     b.close()
 
 
+@pytest.fixture(scope="session")
+def demo_brain(tmp_path_factory):
+    """The demo persona (ombre_brain/demo/persona.yaml) seeded once per session, since seeding is slow.
+
+    Shared: tests may add sessions or other spaces, but must not change or purge its buckets.
+    """
+    from ombre_brain import Brain
+    from ombre_brain.cli import seed_persona
+
+    b = Brain.open(tmp_path_factory.mktemp("demo-persona"), {"identity": {"ai_name": "Haven", "user_name": "Xiaoyu"},
+                                                            "server": {"default_space": "haven:xiaoyu"}})
+    seed_persona(b)
+    yield b
+    b.close()
+
+
 class LiveServer:
     """The real app under waitress on a loopback port, in a thread."""
 

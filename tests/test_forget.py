@@ -13,7 +13,6 @@ import hmac
 import importlib.util
 import json
 import sqlite3
-from datetime import datetime, timezone
 
 import httpx
 import pytest
@@ -73,18 +72,10 @@ def seed(brain, space: str = A, words: tuple[str, ...] = WORDS) -> dict:
                                     body=f"A {w1} sea.", source_bucket_ids=[ids["gone"], ids["gone2"]])
     ids["dream_mixed"] = brain.write(space=space, title="dream of bread", type="dream",
                                      body="A bakery at dawn.", source_bucket_ids=[ids["gone"], ids["keep"]])
-    record_turn(brain, space, [ids["gone"], ids["keep"]], f"We ate {w2} pie by the {zh}.")
-    record_turn(brain, space, [ids["keep2"]], "Green tea in the afternoon.", session="s2")
+    turn = brain.turn(space, session="s1", query=f"do you remember the {w2} pie?").to_dict()
+    assert w2 in turn["rendered"], turn["rendered"]  # the session now holds the text to purge
+    brain.turn(space, session="s2", query="do you remember the green tea?")
     return ids
-
-
-def record_turn(brain, space, bucket_ids, text, session="s1"):
-    """A session's trace as the gateway records it after a turn."""
-    from ombre_brain.recall_types import SessionState
-
-    state = SessionState(space=space, session=session, now=datetime.now(timezone.utc), round=1)
-    brain.gateway.sessions.record(state, [(b, "recalled_memory") for b in bucket_ids], recent_fired=False,
-                                  turn={"rendered": f"> {text}", "items": bucket_ids}, mentioned=bucket_ids)
 
 
 def ledger_dump(brain) -> str:
@@ -108,9 +99,9 @@ def chroma_dump(brain) -> str:
     return "\n".join(out)
 
 
-def debug_routes(server) -> list[str]:
+def get_routes(server, prefix: str) -> list[str]:
     return sorted({r.rule for r in server.app.url_map.iter_rules()
-                   if r.rule.startswith("/api/") and "GET" in r.methods and "<" not in r.rule})
+                   if r.rule.startswith(prefix) and "GET" in r.methods and "<" not in r.rule})
 
 
 def assert_forgotten(brain, server, client, space, gone_ids, words=WORDS):
@@ -119,23 +110,30 @@ def assert_forgotten(brain, server, client, space, gone_ids, words=WORDS):
         assert brain.get(space, bid) is None
         assert client.get(f"/v1/buckets/{bid}", params={"space": space}).status_code == 404
     # The stores first: the probes below are turns, and turns log their own (probing) query.
-    seen = [chroma_dump(brain), ledger_dump(brain)]
+    seen = {"chroma": chroma_dump(brain), "ledger": ledger_dump(brain)}
     raw = b"".join(p.read_bytes() for p in brain.ledger.path.parent.glob("ledger.db*"))
     for w in words:
         assert w.encode() not in raw, f"{w} still in the ledger file's bytes"
-    seen.append(client.get("/v1/buckets", params={"space": space, "limit": 1000}).text)
-    for route in debug_routes(server):
+    seen["GET /v1/buckets"] = client.get("/v1/buckets", params={"space": space, "limit": 1000}).text
+    for route in get_routes(server, "/debug/") + get_routes(server, "/v1/facts"):  # pages list what is stored
+        r = client.get(route, params={"space": space})
+        assert r.status_code < 500, (route, r.text)
+        seen[f"GET {route}"] = r.text
+    if any(r.rule == "/debug/buckets/<bucket_id>" for r in server.app.url_map.iter_rules()):
+        for bid in gone_ids:
+            r = client.get(f"/debug/buckets/{bid}", params={"space": space})
+            assert r.status_code == 404, (bid, r.status_code)
+            seen[f"GET /debug/buckets/{bid}"] = r.text
+    for route in get_routes(server, "/api/"):
         for w in words:
             r = client.get(route, params={"space": space, "q": w})
             assert r.status_code < 500, (route, r.text)
-            seen.append(r.text)
+            seen[f"GET {route}?q={w}"] = without_echo(r)
     if "/v1/inject" in {r.rule for r in server.app.url_map.iter_rules()}:
         for w in words:
             r = client.post("/v1/inject", json={"space": space, "session_id": "probe", "query": f"还记得{w}吗"})
             assert r.status_code == 200, r.text
-            turn = r.json()
-            seen.append(json.dumps([turn[k] for k in ("stable", "sections", "suppressed", "rendered")],
-                                   ensure_ascii=False))
+            seen[f"POST /v1/inject {w}"] = without_echo(r)
     lex = brain.store.lexical(space)
     for w in words:
         toks = brain.tokenize(w)
@@ -147,10 +145,26 @@ def assert_forgotten(brain, server, client, space, gone_ids, words=WORDS):
         hits = brain.store.vector_search(space, vec, 50)
         assert not any(h.split("#")[0] in gone_ids for h in hits)
     if importlib.util.find_spec("ombre_brain.portability") is not None:
-        seen.append(export_text(brain, space))
-    blob = "\n".join(seen)
-    for w in words:
-        assert w not in blob, w
+        seen["export"] = export_text(brain, space)
+    for where, text in seen.items():
+        for w in words:
+            assert w not in text, f"{w!r} found in {where}: {text[max(0, text.find(w) - 300):text.find(w) + 60]}"
+
+
+ECHO_KEYS = frozenset({"query", "q", "normalized", "terms", "plan"})
+
+
+def without_echo(response) -> str:
+    """A response's JSON minus the echo of the probing query (its words are the ones searched for)."""
+
+    def strip(obj):
+        if isinstance(obj, dict):
+            return {k: strip(v) for k, v in obj.items() if k not in ECHO_KEYS}
+        if isinstance(obj, list):
+            return [strip(v) for v in obj]
+        return obj
+
+    return json.dumps(strip(response.json()), ensure_ascii=False)
 
 
 def export_text(brain, space) -> str:

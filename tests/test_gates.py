@@ -468,6 +468,7 @@ def _all_reasons(cfg) -> set[str]:
               state(round=9, injected={"b1": (1, (NOW - timedelta(hours=9)).isoformat())})]
     cands_of = [
         lambda b: cand(b), lambda b: cand(b, admitted=False, reason="no_topic_evidence"),
+        lambda b: cand(b, admitted=False, reason="weak_term_coverage"),
         lambda b: cand(b, admitted=False, reason="context_only_match", section="affect_anchor"),
         lambda b: cand(b, reason="term_in_tags", matched=("haven_favorite",)),
         lambda b: cand(b, context_hits=("comment",)),

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from ombre_brain import Brain
+from ombre_brain.upstream import SSEText, message_text
 
 from .conftest import LiveServer, StandInUpstream, free_port
 
@@ -288,3 +289,15 @@ def test_stream_request_answered_with_json_passes_through(proxy, standin):
     assert r.status_code == 200 and r.headers["Content-Type"].startswith("application/json")
     assert r.json()["choices"][0]["message"]["content"] == standin.reply
     assert jobs(brain, "json")[0]["payload"]["assistant"] == standin.reply
+
+
+def test_sse_text_and_message_text_helpers():
+    sse = SSEText()
+    stream = (b'data: {"choices": [{"delta": {"role": "assistant"}}]}\n\n'
+              b'data: {"choices": [{"delta": {"content": "\xe6\xb5\xb7"}}]}\n\n: keep-alive\n\n'
+              b'data: {"choices": [{"delta": {"content": " sea"}}]}\r\n\r\ndata: [DONE]\n\n')
+    for i in range(0, len(stream), 7):  # events split across arbitrary chunk boundaries
+        sse.feed(stream[i:i + 7])
+    assert sse.text == "海 sea" and sse.done
+    assert message_text([{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {}}, "b"]) == "a\nb"
+    assert message_text(None) == "" and message_text("x") == "x"

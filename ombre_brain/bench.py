@@ -1,0 +1,334 @@
+"""`ombre-brain bench`: write throughput and turn latency, each beside the floor it cannot beat.
+
+The floors are what any memory on this stack must pay: writing costs at least the embedding
+of the moment texts plus a bare Chroma add of them; a turn costs at least one query embedding
+plus one bare Chroma query. Reporting our numbers beside these, measured in the same process
+on the same store, makes the overhead visible and the comparison fair on any machine.
+
+- The store is synthetic and bilingual (Chinese and English memories of one user, with
+  sections, flags, favorites and edges), generated from a seed so every run is the same.
+- Writes go through :meth:`Brain.write_many`, the batch path. They are measured chunk by chunk,
+  interleaved with floor chunks, so a noisy neighbour slows both alike. Past 10,000 buckets
+  the floor is sampled on evenly spread chunks, to keep a 100k run under an hour.
+- Turns go through :meth:`Brain.turn` with distinct content queries (no cache hits), a new
+  session every 20 turns; the floor uses another set of distinct queries from the same generator.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import resource
+import sys
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from time import perf_counter
+
+import numpy as np
+
+SPACE = "bench:user"
+BASE_TIME = datetime.fromisoformat("2026-11-30T20:00:00+08:00")
+CHUNK = 1024            # buckets per measured write chunk
+FLOOR_SAMPLE = 10_000   # buckets whose texts the write floor is measured on, at most
+WARMUP = 3              # unmeasured turns first: index builds and first-call costs
+TURNS_PER_SESSION = 20
+EDGE_SHARE = 0.2        # edges per bucket
+
+# ---------------------------------------------------------------- synthetic memories
+
+ZH_WHO = ["小雨", "阿哲", "妈妈", "爸爸", "外婆", "室友", "同事小王", "大刘", "妹妹", "表哥", "老板", "邻居阿姨",
+          "高中同学", "健身教练", "猫咪豆豆", "我们"]
+ZH_WHEN = ["周末", "昨天晚上", "去年冬天", "上个月", "早上", "生日那天", "下班以后", "国庆假期", "春节", "半夜",
+           "中午", "三月的时候", "暑假", "出差回来那天", "下雨的晚上", "考完试那天"]
+ZH_ACT = ["去海边捡贝壳", "在家做红烧肉", "骑车绕着护城河兜风", "重看《千与千寻》", "练吉他", "爬山看日出",
+          "逛二手市场", "给猫洗澡", "准备考研复习", "去医院复查", "学做手冲咖啡", "在阳台种番茄", "去看演唱会",
+          "打了一局游戏", "搬家整理旧照片", "去图书馆自习", "学游泳", "跑了五公里", "去宜家买书架", "包饺子",
+          "在公园接飞盘", "去面试", "拼乐高", "写毕业论文", "去滑雪", "参加婚礼", "看牙医", "学日语", "逛夜市",
+          "修自行车", "烤蛋糕", "去动物园", "整理衣柜", "听播客", "去露营", "坐夜车回老家"]
+ZH_PLACE = ["在北京", "在成都", "在青岛", "在杭州西湖边", "在老家", "在公司楼下", "在学校", "在地铁上", "在咖啡店",
+            "在外婆家", "在海南", "在京都", "在江边", "在山里", "在小区门口", "在便利店"]
+ZH_FEEL = ["心情特别好", "累得不想说话", "笑了一整晚", "说下次还要再来", "觉得很安心", "有点失落", "紧张得手心出汗",
+           "开心得跳起来", "偷偷哭了一会儿", "觉得被理解了", "一直念叨这件事", "后来想起来还会笑", "有点后悔",
+           "觉得很骄傲", "说这是今年最好的一天"]
+ZH_DETAIL = ["那天风很大，头发全乱了。", "回来的路上还买了烤红薯。", "拍了很多照片，发了朋友圈。",
+             "手机没电了，差点迷路。", "遇到一只很亲人的小狗。", "中途下了一场雨。", "最后吃了一碗热汤面。",
+             "还跟老板聊了很久。",
+             "忘了带钥匙，在门口等了半小时。", "看到了很漂亮的晚霞。"]
+EN_WHO = ["Mia", "Leo", "my mom", "my dad", "grandma", "my roommate", "Sam from work", "Jordan", "my sister",
+          "my cousin", "the neighbour", "an old classmate", "my coach", "the cat", "we", "Alex"]
+EN_WHEN = ["last weekend", "yesterday evening", "last winter", "a month ago", "this morning", "on my birthday",
+           "after work", "over the holiday", "at new year", "late at night", "at lunch", "in March", "in the summer",
+           "after the trip", "on a rainy night", "after the exam"]
+EN_ACT = ["collected shells at the beach", "cooked braised pork at home", "rode a bike along the river",
+          "rewatched Spirited Away", "practised guitar", "hiked up to see the sunrise", "browsed a flea market",
+          "gave the cat a bath", "studied for the entrance exam", "went back to the hospital for a check-up",
+          "learned pour-over coffee", "grew tomatoes on the balcony", "went to a concert", "played a game together",
+          "sorted old photos while moving", "studied at the library", "took swimming lessons", "ran five kilometres",
+          "bought a bookshelf at IKEA", "made dumplings", "played frisbee in the park", "had a job interview",
+          "built a Lego set", "wrote the thesis", "went skiing", "attended a wedding", "saw the dentist",
+          "started learning Japanese", "walked through the night market", "fixed the bicycle", "baked a cake",
+          "visited the zoo", "cleaned out the wardrobe", "listened to a podcast", "went camping",
+          "took the night train home"]
+EN_PLACE = ["in Beijing", "in Chengdu", "in Qingdao", "by West Lake", "back home", "downstairs at the office",
+            "at school", "on the subway", "at the coffee shop", "at grandma's", "in Hainan", "in Kyoto",
+            "by the river", "in the mountains", "at the gate", "at the corner shop"]
+EN_FEEL = ["felt great", "was too tired to talk", "laughed all night", "wants to go again", "felt safe",
+           "was a bit let down", "was so nervous", "jumped for joy", "cried a little", "felt understood",
+           "kept talking about it", "still smiles about it", "regretted it a bit", "felt proud",
+           "called it the best day of the year"]
+EN_DETAIL = ["The wind was so strong that day.", "We bought roasted sweet potatoes on the way back.",
+             "Took lots of photos and posted them.", "The phone died and we almost got lost.",
+             "A very friendly dog followed us.", "It rained halfway through.", "We ended with a bowl of hot noodles.",
+             "Talked with the owner for ages.", "Forgot the keys and waited outside for half an hour.",
+             "The sunset was beautiful."]
+RELATIONS = ("same_event", "context_of", "evidenced_by", "relates_to", "old_version", "conflict")
+RELATION_WEIGHTS = (3, 3, 2, 4, 1, 1)
+ZH_QUERY = ["还记得{who}{when}{act}那次吗", "{who}{act}是什么时候", "我们{place}{act}的事", "上次{act}之后我心情怎么样",
+            "{when}{act}的时候发生了什么", "你知道{who}喜欢{act}吗", "讲讲{place}{act}那天"]
+EN_QUERY = ["do you remember when {who} {act}?", "what happened when {who} {act} {place}?",
+            "tell me about the time we {act}", "how did I feel after I {act}?", "when was it that {who} {act}?"]
+
+
+def _pick(rng: random.Random, seq):
+    return seq[rng.randrange(len(seq))]
+
+
+def synthetic_bucket(rng: random.Random, i: int) -> dict:
+    """One memory of the synthetic user: Chinese two times in three, with the odd section, flag and favorite."""
+    zh = rng.random() < 0.67
+    who, when, act, place, feel, detail = (
+        (ZH_WHO, ZH_WHEN, ZH_ACT, ZH_PLACE, ZH_FEEL, ZH_DETAIL) if zh else
+        (EN_WHO, EN_WHEN, EN_ACT, EN_PLACE, EN_FEEL, EN_DETAIL))
+    w, t, a, p, f = (_pick(rng, x) for x in (who, when, act, place, feel))
+    if zh:
+        title = f"{w}{t}{a}"
+        body = f"{w}{t}{p}{a}，{f}。{_pick(rng, detail)}"
+    else:
+        title = f"{w} {a} {t}"
+        body = f"{w[0].upper()}{w[1:]} {a} {p} {t} and {f}. {_pick(rng, detail)}"
+    if rng.random() < 0.25:
+        body += "\n\n" + _pick(rng, detail)
+    item: dict = {"space": SPACE, "id": f"b{i:06d}", "title": title, "body": body,
+                  "created": (BASE_TIME - timedelta(minutes=rng.randrange(2 * 365 * 24 * 60))).isoformat(),
+                  "importance": rng.randint(3, 9), "valence": round(rng.random(), 2),
+                  "arousal": round(rng.random(), 2), "tags": [a[:8] if zh else a.split()[0]]}
+    roll = rng.random()
+    if roll < 0.04:
+        item["anchor"] = True
+    elif roll < 0.07:
+        item["archived"] = True
+    elif roll < 0.09:
+        item["type"] = "feel"
+        item["body"] += "\n\n### feeling\n" + ("那段时间我们很亲近。" if zh else "We felt close back then.")
+    elif roll < 0.11:
+        item["tags"].append("haven_favorite")
+        item["body"] += "\n\n### favorite_reason\n" + ("这是我最喜欢的一段。" if zh else "My favourite of all.")
+    elif roll < 0.14:
+        item["body"] += "\n\n### comment\n" + ("后来又提起过。" if zh else "Came up again later.")
+    return item
+
+
+def synthetic_store(n: int, seed: int) -> tuple[list[dict], list[tuple[str, str, str, float]]]:
+    """``n`` bucket dicts and about ``EDGE_SHARE * n`` edges (from, to, relation, confidence), from ``seed``."""
+    rng = random.Random(seed)
+    items = [synthetic_bucket(rng, i) for i in range(n)]
+    edges: set[tuple[str, str, str]] = set()
+    out = []
+    for _ in range(int(EDGE_SHARE * n) if n > 1 else 0):
+        a = rng.randrange(n)
+        b = min(n - 1, max(0, a + rng.randint(-50, 50)))
+        rel = rng.choices(RELATIONS, RELATION_WEIGHTS)[0]
+        if a == b or (items[a]["id"], items[b]["id"], rel) in edges:
+            continue
+        edges.add((items[a]["id"], items[b]["id"], rel))
+        out.append((items[a]["id"], items[b]["id"], rel, round(rng.uniform(0.5, 0.95), 2)))
+    return items, out
+
+
+def synthetic_queries(n: int, seed: int, avoid: set[str] | None = None) -> list[str]:
+    """``n`` distinct content queries in both languages (none in ``avoid``), so no query hits a cache."""
+    rng = random.Random(seed)
+    seen = set(avoid or ())
+    out: list[str] = []
+    while len(out) < n:
+        if rng.random() < 0.6:
+            q = _pick(rng, ZH_QUERY).format(who=_pick(rng, ZH_WHO), when=_pick(rng, ZH_WHEN), act=_pick(rng, ZH_ACT),
+                                            place=_pick(rng, ZH_PLACE))
+        else:
+            q = _pick(rng, EN_QUERY).format(who=_pick(rng, EN_WHO), act=_pick(rng, EN_ACT),
+                                            place=_pick(rng, EN_PLACE))
+        if q not in seen:
+            seen.add(q)
+            out.append(q)
+    return out
+
+
+# ---------------------------------------------------------------- measuring
+
+
+@dataclass
+class WriteResult:
+    buckets: int
+    moments: int
+    seconds: float
+    floor_buckets: int
+    floor_seconds: float
+
+    @property
+    def per_s(self) -> float:
+        return self.buckets / self.seconds if self.seconds else 0.0
+
+    @property
+    def floor_per_s(self) -> float:
+        return self.floor_buckets / self.floor_seconds if self.floor_seconds else 0.0
+
+
+def _bar(total: int, desc: str, unit: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, leave=False, file=sys.stderr, disable=None)
+
+
+def _floor_collection(brain):
+    client = brain.store.chroma.client
+    name = "ob_bench_floor"
+    try:
+        client.delete_collection(name)
+    except Exception:  # absent is fine
+        pass
+    return client.get_or_create_collection(name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
+
+
+def bench_write(brain, items: list[dict], *, measure_floor: bool = True) -> WriteResult:
+    """Write ``items`` through write_many chunk by chunk; interleave floor chunks on the same texts."""
+    from .buckets import bucket_from_dict, build_moments
+
+    n = len(items)
+    chunks = [items[i:i + CHUNK] for i in range(0, n, CHUNK)]
+    every = max(1, math.ceil(n / FLOOR_SAMPLE)) if measure_floor else 0
+    floor_col = _floor_collection(brain) if measure_floor else None
+    res = WriteResult(n, 0, 0.0, 0, 0.0)
+    bar = _bar(n, "writing", "bucket")
+    for ci, chunk in enumerate(chunks):
+        t0 = perf_counter()
+        brain.write_many(chunk, dedupe=True)
+        res.seconds += perf_counter() - t0
+        bar.update(len(chunk))
+        moments = [m for item in chunk for m in build_moments(bucket_from_dict(item, limits=brain.limits))]
+        res.moments += len(moments)
+        if floor_col is not None and ci % every == 0:
+            texts = [m.text for m in moments]
+            t0 = perf_counter()
+            for j in range(0, len(texts), 4000):
+                vecs = brain.store.embedder.passages(texts[j:j + 4000])
+                floor_col.add(ids=[f"f{ci}_{j + k}" for k in range(len(vecs))], embeddings=vecs,
+                              documents=texts[j:j + 4000])
+            res.floor_seconds += perf_counter() - t0
+            res.floor_buckets += len(chunk)
+    bar.close()
+    if floor_col is not None:
+        brain.store.chroma.client.delete_collection(floor_col.name)
+    return res
+
+
+def link_edges(brain, edges) -> None:
+    bar = _bar(len(edges), "linking", "edge")
+    for a, b, rel, conf in edges:
+        brain.link(SPACE, a, b, rel, conf)
+        bar.update()
+    bar.close()
+
+
+def bench_turns(brain, queries: list[str], floor_queries: list[str], warmup: list[str]) -> dict:
+    """Turn latency through Brain.turn, then the floor: one uncached query embedding plus one bare Chroma query."""
+    emb = brain.store.embedder
+    col = brain.store.chroma.collection(SPACE)
+    k = brain.config.retrieval.vector_k
+    for i, q in enumerate(warmup):
+        brain.turn(SPACE, "bench-warmup", q, now=BASE_TIME + timedelta(minutes=i))
+    turn_ms = []
+    bar = _bar(len(queries) + len(floor_queries), "turns", "turn")
+    for i, q in enumerate(queries):
+        now = BASE_TIME + timedelta(hours=1, minutes=i)
+        t0 = perf_counter()
+        brain.turn(SPACE, f"bench-{i // TURNS_PER_SESSION}", q, now=now)
+        turn_ms.append((perf_counter() - t0) * 1000)
+        bar.update()
+    floor_ms = []
+    for q in floor_queries:
+        t0 = perf_counter()
+        vec = emb.queries([q])
+        col.query(query_embeddings=vec, n_results=k, include=["distances"])
+        floor_ms.append((perf_counter() - t0) * 1000)
+        bar.update()
+    bar.close()
+    return {"turn_ms": _percentiles(turn_ms), "floor_ms": _percentiles(floor_ms)}
+
+
+def _percentiles(ms: list[float]) -> dict:
+    arr = np.asarray(ms or [0.0])
+    return {"p50": round(float(np.percentile(arr, 50)), 2), "p95": round(float(np.percentile(arr, 95)), 2)}
+
+
+def rss_mb() -> float:
+    """Peak resident set size of this process so far (ru_maxrss is in KiB on Linux)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def run_bench(buckets: int = 1000, queries: int = 200, *, seed: int = 7, write: bool = True, turns: bool = True,
+              config=None, data_dir: str | Path | None = None) -> dict:
+    """The whole benchmark in one process; returns the JSON object `ombre-brain bench --json` prints."""
+    from .brain import Brain
+    from .errors import ValidationError
+
+    if buckets < 1 or queries < 1:
+        raise ValidationError("--buckets and --queries must be at least 1")
+    items, edges = synthetic_store(buckets, seed)
+    with tempfile.TemporaryDirectory(prefix="ombre-bench-") as tmp:
+        with Brain.open(Path(data_dir or tmp) / "data", config) as brain:
+            brain.store.embedder.passages(["warm up"])  # model load is not a write cost
+            wr = bench_write(brain, items, measure_floor=write)
+            link_edges(brain, edges)
+            out: dict = {"buckets": buckets, "moments": wr.moments, "edges": len(edges),
+                         "embedder": brain.store.embedder.model_id}
+            if write:
+                out |= {"write_per_s": round(wr.per_s, 1), "floor_write_per_s": round(wr.floor_per_s, 1),
+                        "write_ratio": round(wr.per_s / wr.floor_per_s, 3) if wr.floor_per_s else None,
+                        "floor_sampled_buckets": wr.floor_buckets}
+            if turns:
+                qs = synthetic_queries(queries + WARMUP, seed + 1)
+                fq = synthetic_queries(queries, seed + 2, avoid=set(qs))
+                t = bench_turns(brain, qs[WARMUP:], fq, qs[:WARMUP])
+                out |= {"queries": queries, **t,
+                        "overhead_p95": round(t["turn_ms"]["p95"] / t["floor_ms"]["p95"], 2)
+                        if t["floor_ms"]["p95"] else None}
+            out["rss_mb"] = rss_mb()
+            return out
+
+
+def format_bench(res: dict) -> str:
+    lines = [f"{res['buckets']} buckets ({res['moments']} moments, {res['edges']} edges), embedder {res['embedder']}"]
+    if "write_per_s" in res:
+        lines.append(f"write   {res['write_per_s']:>9.1f} buckets/s   floor {res['floor_write_per_s']:>9.1f}/s   "
+                     f"ratio {res['write_ratio']}  (floor on {res['floor_sampled_buckets']} buckets)")
+    if "turn_ms" in res:
+        t, f = res["turn_ms"], res["floor_ms"]
+        lines.append(f"turn    p50 {t['p50']:>7.2f} ms  p95 {t['p95']:>7.2f} ms   floor p50 {f['p50']:.2f} ms  "
+                     f"p95 {f['p95']:.2f} ms   overhead p95 {res['overhead_p95']}x  ({res['queries']} queries)")
+    lines.append(f"peak RSS {res['rss_mb']} MB")
+    return "\n".join(lines)
+
+
+def cmd_bench(args) -> int:
+    only_write, only_turns = bool(getattr(args, "write", False)), bool(getattr(args, "turns", False))
+    write = only_write or not only_turns
+    turns = only_turns or not only_write
+    res = run_bench(args.buckets, args.queries, seed=args.seed, write=write, turns=turns, config=args.config)
+    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_bench(res))
+    return 0
+
+
+__all__ = ["run_bench", "synthetic_queries", "synthetic_store"]

@@ -1,0 +1,500 @@
+"""The dream engine: dreams from recent material, resonance, surfacing once, rings (DESIGN §4, issue 6).
+
+A dream lives through three calls, one method each:
+
+- :meth:`DreamEngine.run` (``Brain.dream``, ``ombre-brain dream run``) picks material from the
+  recent window plus one older echo and stores a ``dream`` bucket, composed by the configured
+  LLM or, without one (or when it fails), as an extractive collage that never invents facts.
+- :meth:`DreamEngine.surface` runs inside every turn: it scores each latent dream's resonance
+  with the turn, surfaces the best one above ``dream.surface_threshold`` in the Dream section,
+  and counts near misses; a dream is dropped after ``dream.max_attempts`` of them.
+- :meth:`DreamEngine.after_surfaced` adds ``dream_ring`` edges from a surfaced dream to its
+  sources, so later diffusion can walk them (chain-only, per the layer table).
+
+The ledger table ``dream_state`` is the truth about where a dream is (latent, surfaced,
+dropped) and how many attempts it has had. The bucket's ``surfaced`` and ``surface_attempts``
+fields mirror it, rewritten metadata-only (never re-embedded) in the same transaction. Surfacing
+is claimed by one conditional UPDATE inside a ledger write transaction, so two turns (threads or
+processes) can never both surface a dream; dry runs score but never claim or count.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import sys
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from . import gates as G
+from .buckets import Bucket, bucket_from_stored, now_utc, parse_time, validate_space
+from .budget import estimate_tokens
+from .config import DreamConfig, favorite_tags
+from .dream_compose import (
+    Material,
+    Resonance,
+    calibrated_cosine,
+    choose_echo,
+    choose_material,
+    clean_llm_text,
+    collage,
+    core_affect,
+    dream_title,
+    llm_messages,
+    query_affect,
+    recall_cues,
+    resonance,
+)
+from .embedding import has_cjk
+from .fusion import is_cjk_text
+from .memory_layers import SOURCE_TAGS, WEATHER_TAGS, infer_layer
+from .recall_types import Item, QueryPlan, SessionState
+from .render import render_dream
+
+log = logging.getLogger("ombre_brain")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS dream_state (
+    space TEXT NOT NULL,
+    dream_id TEXT NOT NULL,
+    state TEXT NOT NULL,                 -- latent | surfaced | dropped
+    attempts INTEGER NOT NULL DEFAULT 0, -- near misses counted so far
+    composer TEXT NOT NULL,              -- llm | collage | external (written through the API)
+    created TEXT NOT NULL,
+    claimed_at TEXT,
+    session TEXT,                        -- the session whose turn surfaced it
+    ringed INTEGER NOT NULL DEFAULT 0,   -- dream_ring edges added
+    PRIMARY KEY (space, dream_id)
+);
+CREATE INDEX IF NOT EXISTS dream_state_state ON dream_state(space, state);
+CREATE INDEX IF NOT EXISTS buckets_type ON buckets(space, type);
+"""
+
+RING_CONFIDENCE = 0.9
+NO_MATERIAL_LAYERS = frozenset({"source_record", "dream", "archive"})
+TZ_SLACK = timedelta(hours=28)  # stored times keep their own offsets; string-compared windows are widened by this
+ECHO_LEXICAL_K = 60
+ECHO_SCAN = 300
+
+DREAM_REASONS: dict[str, str] = {
+    "dream_resonance": "the turn resonated with the dream above dream.surface_threshold; it surfaces once",
+    "dream_below_threshold": "the dream's resonance with this turn is below dream.surface_threshold",
+    "dream_too_young": "the dream is younger than dream.min_age_hours",
+    "dream_claimed_elsewhere": "another turn surfaced this dream first",
+    "dream_one_per_turn": "another dream resonated more this turn; at most one surfaces per turn",
+    "dream_over_budget": "the dream is longer than the Dream section's budget, so it is never cut or claimed",
+    "dream_dropped": "the dream missed dream.max_attempts times and will not surface",
+    "dream_cooldown": "the dream was already injected in this session",
+}
+
+
+@dataclass(frozen=True)
+class DreamRun:
+    """What one dream run did: the new dream's id, or None with the reason."""
+
+    dream_id: str | None
+    reason: str  # dreamed | too_little_material | probability | no_new_material
+    message: str
+    composer: str | None = None
+    material: tuple[Material, ...] = ()
+    echo: Material | None = None
+
+    def to_dict(self) -> dict:
+        return {"dream_id": self.dream_id, "reason": self.reason, "message": self.message, "composer": self.composer,
+                "material": [m.to_dict() for m in self.material],
+                "echo": self.echo.to_dict() if self.echo is not None else None}
+
+
+@dataclass
+class _Scored:
+    bucket: Bucket
+    attempts: int
+    res: Resonance
+    young: bool
+    cooled: bool
+
+
+class DreamEngine:
+    """Composes, surfaces and rings the dreams of every space in one Brain; safe under concurrent turns."""
+
+    def __init__(self, brain) -> None:
+        self.brain = brain
+        self.ledger = brain.ledger
+        self.ledger.ensure_schema("dream", SCHEMA)
+        self._cue_cache: dict[tuple[str, str], tuple[tuple[str, ...], np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def cfg(self) -> DreamConfig:
+        return self.brain.config.dream
+
+    # ------------------------------------------------------------ dreaming
+
+    def dream(self, space: str, now: datetime | None = None) -> str | None:
+        """Compose and store one dream; its id, or None (the reason is logged)."""
+        return self.run(space, now=now).dream_id
+
+    def run(self, space: str, now: datetime | str | None = None) -> DreamRun:
+        """One dream run with its report (the CLI prints it)."""
+        validate_space(space)
+        now = parse_time(now, "now") if now is not None else now_utc()
+        cfg = self.cfg
+        if cfg.probability < 1.0:
+            draw = random.Random(f"{space}|{now.isoformat()}").random()  # reproducible for a given --now
+            if draw >= cfg.probability:
+                return self._said(space, DreamRun(None, "probability",
+                                                  f"no dream this time: drew {draw:.3f} against dream.probability "
+                                                  f"{cfg.probability:g}"))
+        recent = self._recent(space, now)
+        material = choose_material(recent, now, cfg.window_hours, cfg.max_material)
+        if len(material) < cfg.min_material:
+            return self._said(space, DreamRun(
+                None, "too_little_material",
+                f"too little material: {len(recent)} memories in the last {cfg.window_hours:g} h, and "
+                f"dream.min_material is {cfg.min_material}; nothing was written"))
+        echo = self._echo(space, material, now)
+        sources = [m.bucket for m in material] + ([echo.bucket] if echo is not None else [])
+        ids = [b.id for b in sources]
+        if self._last_sources(space) == set(ids):
+            return self._said(space, DreamRun(None, "no_new_material",
+                                              "the latest dream was made from exactly this material; nothing was "
+                                              "written", material=tuple(material), echo=echo))
+        cues = recall_cues(sources, self.brain.tokenize, cfg.max_cues, exclude=self._structural_tags())
+        limit = self._token_limit()
+        text, composer = self._compose(material, echo, cues, limit)
+        affect = core_affect(sources)
+        dream_id = self.brain.write(
+            space, now=now, dedupe=False, type="dream", title=dream_title(cues, is_cjk_text(text)), body=text,
+            tags=["dream"], importance=max(1, min(10, round(sum(b.importance for b in sources) / len(sources)))),
+            valence=affect["valence"], arousal=affect["arousal"], core_affect=affect, recall_cues=cues,
+            source_bucket_ids=ids, surfaced=False, surface_attempts=0, origin="derived", basis="inferred",
+            memory_classification_source="default", created=now.isoformat())
+        with self.ledger.tx() as c:
+            c.execute("INSERT OR REPLACE INTO dream_state(space, dream_id, state, attempts, composer, created) "
+                      "VALUES (?,?,'latent',0,?,?)", (space, dream_id, composer, now.isoformat()))
+        msg = f"dreamed {dream_id} in {space} from {len(sources)} memories ({composer})"
+        log.info("dream: %s", msg)
+        return DreamRun(dream_id, "dreamed", msg, composer, tuple(material), echo)
+
+    @staticmethod
+    def _said(space: str, run: DreamRun) -> DreamRun:
+        log.info("dream: %s: %s", space, run.message)
+        return run
+
+    def _layer_ok(self, bucket: Bucket) -> bool:
+        return infer_layer(bucket, self.brain.config).layer not in NO_MATERIAL_LAYERS
+
+    def _recent(self, space: str, now: datetime) -> list[Bucket]:
+        """Buckets created or active in the window (and not after ``now``) that may feed a dream."""
+        start = now - timedelta(hours=self.cfg.window_hours)
+        out = []
+        for b in self.brain.store.list(space, limit=1000, since=(start - TZ_SLACK).isoformat()):
+            times = [t for t in (b.created_dt(), b.last_active_dt()) if t <= now]
+            if b.created_dt() <= now and times and max(times) >= start and self._layer_ok(b):
+                out.append(b)
+        return out
+
+    def _echo(self, space: str, material: Sequence[Material], now: datetime) -> Material | None:
+        """One older bucket sharing tags or topic terms with the material (found lexically, then by scan)."""
+        store = self.brain.store
+        start = now - timedelta(hours=self.cfg.window_hours)
+        mat = [m.bucket for m in material]
+        mat_ids = {b.id for b in mat}
+        tokens = list(dict.fromkeys(t for b in mat for t in self.brain.tokenize(f"{b.title} {' '.join(b.tags)}")))
+        lexical: dict[str, float] = {}
+        for moment_id, score in store.lexical_search(space, tokens, ECHO_LEXICAL_K).items():
+            bid = moment_id.rsplit("#", 1)[0]
+            lexical[bid] = max(lexical.get(bid, 0.0), float(score))
+        pool = dict(store.get_many(space, lexical))
+        for b in store.list(space, limit=ECHO_SCAN):
+            pool.setdefault(b.id, b)
+        older = [(b, lexical.get(b.id, 0.0)) for b in pool.values()
+                 if b.id not in mat_ids and b.created_dt() < start and b.last_active_dt() <= now and self._layer_ok(b)]
+        older.sort(key=lambda x: x[0].id)
+        return choose_echo(older, mat, frozenset(t.lower() for t in tokens), self.brain.tokenize)
+
+    def _last_sources(self, space: str) -> set[str] | None:
+        last = self.brain.store.list(space, type="dream", limit=1)
+        return set(last[0].source_bucket_ids) if last else None
+
+    def _structural_tags(self) -> frozenset[str]:
+        return frozenset(SOURCE_TAGS | WEATHER_TAGS | favorite_tags(self.brain.config) | {"dream"})
+
+    def _token_limit(self) -> int:
+        """Dreams are composed to fit the Dream section, so the gateway never has to cut one."""
+        budget = self.brain.config.gateway.budgets.dream
+        return max(24, int(budget * 0.9)) if budget > 0 else 180
+
+    def _compose(self, material: Sequence[Material], echo: Material | None, cues: Sequence[str],
+                 limit: int) -> tuple[str, str]:
+        config = self.brain.config
+        if self.cfg.llm and config.upstream.base_url:
+            from .upstream import completion_text
+
+            payload: dict[str, Any] = {"messages": llm_messages(self.cfg.prompt, material, echo, cues, limit),
+                                       "temperature": 0.9, "max_tokens": limit * 2, "stream": False}
+            if config.upstream.model:
+                payload["model"] = config.upstream.model
+            try:
+                text = clean_llm_text(completion_text(self.brain.gateway.upstream.chat(payload)), limit)
+            except Exception as exc:  # any LLM failure falls back to the collage; a dream run never breaks on it
+                log.warning("dream: the LLM composer failed (%s); composing from fragments instead",
+                            getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}")
+            else:
+                if text:
+                    return text, "llm"
+                log.warning("dream: the LLM composer answered nothing usable; composing from fragments instead")
+        return collage(material, echo, cues, limit), "collage"
+
+    # ------------------------------------------------------------ resonance and surfacing
+
+    def surface(self, space: str, plan: QueryPlan, state: SessionState, taken: set[str],
+                trace: dict | None = None) -> list[Item]:
+        """The Dream section for this turn: at most one dream, claimed once per space (never in a dry run).
+
+        Near misses (between ``attempt_threshold`` and ``surface_threshold``) are counted; every
+        dream scored is written into ``trace`` (bucket id -> layer_debug, runtime_gate, resonance).
+        """
+        rows = self._latent(space)
+        if not rows:
+            return []
+        cfg, config, now = self.cfg, self.brain.config, state.now
+        need_recalled = taken and (plan.query_valence is None or plan.query_arousal is None)
+        recalled = list(self.brain.store.get_many(space, taken).values()) if need_recalled else []
+        q_aff = query_affect(plan.query_valence, plan.query_arousal, recalled)
+        cosine = self._cosine(space, plan.query)
+        scored: list[_Scored] = []
+        for b, attempts in rows:
+            if b.id in taken or b.created_dt() > now:
+                continue
+            res = resonance(plan.query, b.recall_cues, b.core_affect or {"valence": b.valence, "arousal": b.arousal},
+                            q_aff, lambda b=b: cosine(b))
+            young = (now - b.created_dt()).total_seconds() / 3600 < cfg.min_age_hours
+            cooled = b.id in state.injected
+            scored.append(_Scored(b, attempts, res, young, cooled))
+        ready = [s for s in scored if not s.young and not s.cooled]
+        above = sorted((s for s in ready if s.res.score >= cfg.surface_threshold),
+                       key=lambda s: (-s.res.score, s.bucket.id))
+        winner: _Scored | None = None
+        why: dict[str, str] = {}
+        for s in above:
+            if winner is not None:
+                why[s.bucket.id] = "dream_one_per_turn"
+            elif estimate_tokens(render_dream(s.bucket)) > config.gateway.budgets.dream:
+                why[s.bucket.id] = "dream_over_budget"
+            elif state.dry_run or self._claim(space, s.bucket, state):
+                winner = s
+            else:
+                why[s.bucket.id] = "dream_claimed_elsewhere"
+        near = [s for s in ready if cfg.attempt_threshold <= s.res.score < cfg.surface_threshold]
+        if near and not state.dry_run:
+            for s in near:
+                s.attempts, now_state = self._count_attempt(space, s.bucket)
+                if now_state == "dropped":
+                    why[s.bucket.id] = "dream_dropped"
+        items: list[Item] = []
+        for s in scored:
+            layer = infer_layer(s.bucket, config)
+            cd, _ = G.cooldown_gate(plan, s.bucket.id, layer, state, config)
+            extra = {"resonance": {**s.res.to_dict(), "threshold": cfg.surface_threshold,
+                                   "attempt_threshold": cfg.attempt_threshold, "attempts": s.attempts,
+                                   "max_attempts": cfg.max_attempts}}
+            if s is winner:
+                gate = G.build_runtime_gate(cooldown=cd).decide("injected", "dream", "dream_resonance")
+                items.append(Item(s.bucket.id, None, "dream_original", render_dream(s.bucket), layer.layer,
+                                  layer.to_dict(), gate.to_dict(), rank_score=s.res.score, extra=extra))
+            elif trace is not None:
+                reason = (why.get(s.bucket.id) or ("dream_too_young" if s.young else None)
+                          or ("dream_cooldown" if s.cooled else "dream_below_threshold"))
+                gate = G.build_runtime_gate(cooldown=cd).decide("suppressed", None, reason)
+                trace[s.bucket.id] = {"layer_debug": layer.to_dict(), "runtime_gate": gate.to_dict(), **extra}
+        return items
+
+    def _latent(self, space: str) -> list[tuple[Bucket, int]]:
+        """Latent dreams of the space with their attempt counts; dreams written through the API are adopted."""
+        rows = self.ledger.query(
+            "SELECT b.data, s.state, s.attempts FROM buckets b LEFT JOIN dream_state s "
+            "ON s.space = b.space AND s.dream_id = b.id WHERE b.space = ? AND b.type = 'dream' "
+            "AND b.state = 'committed' AND (s.state IS NULL OR s.state = 'latent')", (space,))
+        out = []
+        for r in rows:
+            b = bucket_from_stored(json.loads(r["data"]))
+            if r["state"] is None:
+                if b.surfaced or (b.surface_attempts or 0) >= self.cfg.max_attempts:
+                    continue
+                out.append((b, b.surface_attempts or 0))
+            else:
+                out.append((b, r["attempts"]))
+        out.sort(key=lambda x: x[0].id)
+        return out
+
+    def _cosine(self, space: str, query: str):
+        """A per-turn function: a dream's (raw, calibrated) best cue cosine, or None when it says nothing."""
+        emb = self.brain.embedder
+        admit = self.brain.config.retrieval.semantic_admit.get(emb.backend)
+        text = query.strip()
+        readable = bool(text) and (emb.cjk_capable or not is_cjk_text(text))
+        qvec: list[np.ndarray] = []
+
+        def best(bucket: Bucket) -> tuple[float, float] | None:
+            cues = tuple(c for c in bucket.recall_cues if emb.cjk_capable or not has_cjk(c))
+            if not readable or not cues:
+                return None
+            if not qvec:
+                qvec.append(emb.query(text))
+            raw = float(np.max(self._cue_vectors(space, bucket.id, cues) @ qvec[0]))
+            return raw, calibrated_cosine(raw, emb.backend, admit)
+
+        return best
+
+    def _cue_vectors(self, space: str, dream_id: str, cues: tuple[str, ...]) -> np.ndarray:
+        key = (space, dream_id)
+        with self._lock:
+            hit = self._cue_cache.get(key)
+        if hit is not None and hit[0] == cues:
+            return hit[1]
+        vecs = np.asarray(self.brain.embedder.passages(list(cues)), dtype=np.float32)
+        with self._lock:
+            self._cue_cache[key] = (cues, vecs)
+        return vecs
+
+    # ------------------------------------------------------------ the ledger: claims, attempts, rings
+
+    def _adopt(self, c, space: str, bucket: Bucket) -> None:
+        """Give a dream written through the API its ledger row, from its own fields."""
+        attempts = bucket.surface_attempts or 0
+        st = "surfaced" if bucket.surfaced else "dropped" if attempts >= self.cfg.max_attempts else "latent"
+        c.execute("INSERT OR IGNORE INTO dream_state(space, dream_id, state, attempts, composer, created) "
+                  "VALUES (?,?,?,?,'external',?)", (space, bucket.id, st, attempts, bucket.created))
+
+    def _mirror(self, c, space: str, dream_id: str) -> None:
+        """Copy the ledger's state into the bucket's surfaced / surface_attempts, metadata only."""
+        st = c.execute("SELECT state, attempts FROM dream_state WHERE space = ? AND dream_id = ?",
+                       (space, dream_id)).fetchone()
+        row = c.execute("SELECT data FROM buckets WHERE space = ? AND id = ? AND state = 'committed'",
+                        (space, dream_id)).fetchone()
+        if st is None or row is None:
+            return
+        d = json.loads(row["data"])
+        d["surfaced"] = st["state"] == "surfaced"
+        d["surface_attempts"] = int(st["attempts"])
+        c.execute("UPDATE buckets SET data = ? WHERE space = ? AND id = ? AND state = 'committed'",
+                  (json.dumps(d, ensure_ascii=False), space, dream_id))
+
+    def _claim(self, space: str, bucket: Bucket, state: SessionState) -> bool:
+        """Win the right to surface a dream: one conditional UPDATE; only one turn ever sees rowcount 1."""
+        with self.ledger.tx() as c:
+            self._adopt(c, space, bucket)
+            won = c.execute("UPDATE dream_state SET state = 'surfaced', claimed_at = ?, session = ? "
+                            "WHERE space = ? AND dream_id = ? AND state = 'latent'",
+                            (state.now.isoformat(), state.session, space, bucket.id)).rowcount == 1
+            if won:
+                self._mirror(c, space, bucket.id)
+        if won:
+            log.info("dream: %s surfaced in %s (session %s)", bucket.id, space, state.session)
+        return won
+
+    def _count_attempt(self, space: str, bucket: Bucket) -> tuple[int, str]:
+        """One more near miss; the dream is dropped at max_attempts. Returns (attempts, state)."""
+        with self.ledger.tx() as c:
+            self._adopt(c, space, bucket)
+            c.execute("UPDATE dream_state SET attempts = attempts + 1 WHERE space = ? AND dream_id = ? "
+                      "AND state = 'latent'", (space, bucket.id))
+            c.execute("UPDATE dream_state SET state = 'dropped' WHERE space = ? AND dream_id = ? AND state = 'latent' "
+                      "AND attempts >= ?", (space, bucket.id, self.cfg.max_attempts))
+            row = c.execute("SELECT state, attempts FROM dream_state WHERE space = ? AND dream_id = ?",
+                            (space, bucket.id)).fetchone()
+            self._mirror(c, space, bucket.id)
+        if row["state"] == "dropped":
+            log.info("dream: %s in %s dropped after %d near misses", bucket.id, space, row["attempts"])
+        return int(row["attempts"]), row["state"]
+
+    def after_surfaced(self, space: str, dream_ids: Iterable[str], now: datetime,
+                       trimmed: Iterable[str] = ()) -> None:
+        """After a real turn: ring each shown dream to its sources; release claims the budget trimmed away."""
+        for dream_id in trimmed:
+            self._release(space, dream_id)
+        store = self.brain.store
+        for dream_id in dream_ids:
+            b = store.get(space, dream_id)
+            if b is None:
+                continue
+            live = store.get_many(space, b.source_bucket_ids)
+            for src in b.source_bucket_ids:
+                if src in live and src != dream_id:
+                    store.add_edge(space, dream_id, src, "dream_ring", RING_CONFIDENCE)
+            with self.ledger.tx() as c:
+                c.execute("UPDATE dream_state SET ringed = 1 WHERE space = ? AND dream_id = ?", (space, dream_id))
+
+    def _release(self, space: str, dream_id: str) -> None:
+        """Give back a claim whose dream never reached the prompt (trimmed by the total budget)."""
+        with self.ledger.tx() as c:
+            released = c.execute("UPDATE dream_state SET state = 'latent', claimed_at = NULL, session = NULL "
+                                 "WHERE space = ? AND dream_id = ? AND state = 'surfaced' AND ringed = 0",
+                                 (space, dream_id)).rowcount
+            if released:
+                self._mirror(c, space, dream_id)
+        if released:
+            log.info("dream: %s in %s was trimmed from the prompt; it stays latent", dream_id, space)
+
+    # ------------------------------------------------------------ inspection and forgetting
+
+    def inspect(self, space: str, query: str = "", now: datetime | None = None) -> list[dict]:
+        """Every dream of the space with its state and its resonance to ``query`` (nothing is claimed)."""
+        validate_space(space)
+        plan = self.brain.policy.plan_query(query)
+        q_aff = query_affect(plan.query_valence, plan.query_arousal, [])
+        cosine = self._cosine(space, plan.query)
+        states = {r["dream_id"]: dict(r) for r in self.ledger.query(
+            "SELECT dream_id, state, attempts, composer, claimed_at, session, ringed FROM dream_state WHERE space = ?",
+            (space,))}
+        out = []
+        for b in self.brain.store.list(space, type="dream", limit=1000):
+            st = states.get(b.id) or {"state": "surfaced" if b.surfaced else "latent",
+                                      "attempts": b.surface_attempts or 0, "composer": "external"}
+            res = resonance(plan.query, b.recall_cues, b.core_affect or {}, q_aff, lambda b=b: cosine(b))
+            age_h = ((now or now_utc()) - b.created_dt()).total_seconds() / 3600
+            out.append({"bucket": b.to_dict(), **st, "age_hours": round(age_h, 2), "resonance": res.to_dict()})
+        return out
+
+    def on_purge(self, space: str, bucket_ids: list[str], digests: list[str], whole_space: bool) -> int:
+        """Forget ledger rows and cached cue vectors of purged dreams (their buckets are counted by forget)."""
+        with self.ledger.tx() as c:
+            if whole_space:
+                c.execute("DELETE FROM dream_state WHERE space = ?", (space,))
+            else:
+                for i in range(0, len(bucket_ids), 500):
+                    chunk = bucket_ids[i:i + 500]
+                    c.execute(f"DELETE FROM dream_state WHERE space = ? AND dream_id IN ({','.join('?' * len(chunk))})",
+                              (space, *chunk))
+        gone = set(bucket_ids)
+        with self._lock:
+            for key in [k for k in self._cue_cache if k[0] == space and (whole_space or k[1] in gone)]:
+                del self._cue_cache[key]
+        return 0
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cue_cache.clear()
+
+
+def cmd_dream_run(args) -> int:
+    """`ombre-brain dream run --space S [--now T]`: print the run's report; a dreamless run is not an error."""
+    from .brain import Brain
+
+    now = parse_time(args.now, "now") if args.now else None
+    with Brain.open(args.data, args.config) as brain:
+        run = brain.dream_engine.run(args.space, now=now)
+    print(json.dumps(run.to_dict(), ensure_ascii=False, indent=2))
+    if run.dream_id is None:
+        print(f"ombre-brain: no dream: {run.message}", file=sys.stderr)
+    return 0
+
+
+__all__ = ["DREAM_REASONS", "DreamEngine", "DreamRun", "cmd_dream_run"]

@@ -1,0 +1,43 @@
+"""`ombre-brain bench` on a tiny store: the JSON shape, the partial runs, and a deterministic generator."""
+
+from __future__ import annotations
+
+import json
+
+from ombre_brain import cli
+from ombre_brain.bench import synthetic_queries, synthetic_store
+
+
+def _run_json(capsys, argv: list[str]) -> dict:
+    assert cli.main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_bench_json_shape(capsys):
+    res = _run_json(capsys, ["bench", "--buckets", "60", "--queries", "10", "--json"])
+    assert res["buckets"] == 60 and res["moments"] >= 60 and res["edges"] > 0
+    for key in ("write_per_s", "floor_write_per_s", "rss_mb", "overhead_p95"):
+        assert isinstance(res[key], float) and res[key] > 0, key
+    for key in ("turn_ms", "floor_ms"):
+        assert set(res[key]) == {"p50", "p95"} and 0 < res[key]["p50"] <= res[key]["p95"]
+    assert res["overhead_p95"] == round(res["turn_ms"]["p95"] / res["floor_ms"]["p95"], 2)
+
+
+def test_bench_write_only_and_turns_only(capsys):
+    w = _run_json(capsys, ["bench", "--write", "--buckets", "20", "--json"])
+    assert "write_per_s" in w and "floor_write_per_s" in w and "turn_ms" not in w
+    t = _run_json(capsys, ["bench", "--turns", "--buckets", "20", "--queries", "5", "--json"])
+    assert "turn_ms" in t and "floor_ms" in t and "write_per_s" not in t
+
+
+def test_synthetic_store_is_deterministic_and_bilingual():
+    a_items, a_edges = synthetic_store(200, seed=3)
+    b_items, b_edges = synthetic_store(200, seed=3)
+    assert a_items == b_items and a_edges == b_edges
+    assert synthetic_store(200, seed=4)[0] != a_items
+    assert len({i["id"] for i in a_items}) == 200
+    assert any(any("\u4e00" <= ch <= "\u9fff" for ch in i["title"]) for i in a_items)
+    assert any(i["title"].isascii() for i in a_items)
+    assert all(a != b for a, b, _, _ in a_edges)
+    qs = synthetic_queries(50, seed=1)
+    assert len(set(qs)) == 50 and not set(qs) & set(synthetic_queries(50, seed=2, avoid=set(qs)))

@@ -1,0 +1,163 @@
+"""The evaluation harness: scores on hand-made rankings, data loading, and both commands on tiny data."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ombre_brain import cli
+from ombre_brain.evaluate import (
+    Memory,
+    Question,
+    evidence_ids,
+    hit_at_k,
+    load_locomo,
+    load_recall_yaml,
+    memory_bucket,
+    parse_locomo_time,
+    recall_at_k,
+    reciprocal_rank,
+    score_locomo,
+)
+
+from .conftest import LOCOMO, ZH_RECALL
+
+# ---------------------------------------------------------------- scores, by hand
+
+
+def test_recall_on_a_hand_made_three_question_example():
+    questions = [
+        Question("q1", ("D1:1",), 4),             # found at rank 1
+        Question("q2", ("D1:2", "D2:1"), 1),      # one of two at rank 2, the other at rank 4
+        Question("q3", ("D3:3",), 2),             # not retrieved at all
+    ]
+    rankings = [
+        ["D1:1", "D1:5", "D2:2", "D2:3"],
+        ["D1:4", "D1:2", "D2:2", "D2:1"],
+        ["D1:1", "D1:2", "D2:2", "D2:3"],
+    ]
+    got = score_locomo(questions, rankings, [1, 2, 4])
+    # recall@1: (1 + 0 + 0) / 3; recall@2: (1 + 1/2 + 0) / 3; recall@4: (1 + 1 + 0) / 3
+    assert got["overall"] == {"recall@1": 33.33, "recall@2": 50.0, "recall@4": 66.67}
+    assert got["by_category"] == {
+        "1": {"recall@1": 0.0, "recall@2": 50.0, "recall@4": 100.0, "questions": 1},
+        "2": {"recall@1": 0.0, "recall@2": 0.0, "recall@4": 0.0, "questions": 1},
+        "4": {"recall@1": 100.0, "recall@2": 100.0, "recall@4": 100.0, "questions": 1},
+    }
+
+
+def test_hit_mrr_and_recall_helpers():
+    ranked = ["a", "b", "c", "d"]
+    assert recall_at_k(ranked, ["b", "z"], 2) == 0.5
+    assert recall_at_k(ranked, ["b", "b"], 1) == 0.0 and recall_at_k(ranked, ["b", "b"], 2) == 1.0
+    assert recall_at_k(ranked, [], 3) == 0.0
+    assert hit_at_k(ranked, ["c", "z"], 2) == 0.0 and hit_at_k(ranked, ["c", "z"], 3) == 1.0
+    assert reciprocal_rank(ranked, ["c", "d"]) == pytest.approx(1 / 3)
+    assert reciprocal_rank(ranked, ["d"], depth=3) == 0.0
+
+
+# ---------------------------------------------------------------- loading
+
+
+def test_evidence_ids_fix_the_datas_typos():
+    assert evidence_ids(["D8:6; D9:17", "D:11:26", "D1:3", "D1:3", "D"]) == ["D8:6", "D9:17", "D11:26", "D1:3"]
+
+
+def test_locomo_times_and_long_turns():
+    assert parse_locomo_time("1:56 pm on 8 May, 2023").isoformat() == "2023-05-08T13:56:00+00:00"
+    assert parse_locomo_time("12:48 am on 1 February, 2023").hour == 0
+    long = Memory("D1:1", "Caroline: " + "word " * 80, "2023-05-08T13:56:00+00:00")
+    b = memory_bucket("s:a", long, 200)
+    assert len(b["title"]) <= 200 and b["title"].endswith("…") and b["body"] == long.text
+    short = memory_bucket("s:a", Memory("D1:2", "Mel: hi", "2023-05-08T13:56:00+00:00"), 200)
+    assert short["title"] == "Mel: hi" and short["body"] == "" and short["id"] == "D1:2"
+
+
+@pytest.mark.skipif(not LOCOMO.is_dir(), reason="shared LoCoMo data not present")
+def test_shared_locomo_conversation_loads():
+    ds = load_locomo(LOCOMO / "26.json")
+    ids = {m.id for m in ds.memories}
+    assert len(ds.memories) == 419 and all(set(q.wanted) <= ids for q in ds.questions)
+    assert {q.category for q in ds.questions} <= {1, 2, 3, 4, 5}
+
+
+@pytest.mark.skipif(not ZH_RECALL.is_file(), reason="shared Chinese recall set not present")
+def test_shared_recall_yaml_loads():
+    ds = load_recall_yaml(ZH_RECALL)
+    assert len(ds.memories) == 40 and len(ds.questions) == 34
+
+
+# ---------------------------------------------------------------- the commands on tiny data
+
+TINY_CONVERSATION = {
+    "speaker_a": "Caroline",
+    "speaker_b": "Melanie",
+    "session_1_date_time": "1:56 pm on 8 May, 2023",
+    "session_1": [
+        {"speaker": "Caroline", "dia_id": "D1:1", "text": "I adopted a green parrot named Kiwi last week."},
+        {"speaker": "Melanie", "dia_id": "D1:2", "text": "Lovely! I have been painting sunsets by the lake."},
+        {"speaker": "Caroline", "dia_id": "D1:3", "text": "My sister moved to Lisbon for a violin scholarship."},
+    ],
+    "session_2_date_time": "7:55 pm on 9 June, 2023",
+    "session_2": [
+        {"speaker": "Melanie", "dia_id": "D2:1", "text": "We went camping and roasted marshmallows.",
+         "blip_caption": "a photo of a tent in a forest"},
+        {"speaker": "Caroline", "dia_id": "D2:2", "text": "Kiwi the parrot learned to whistle a song!"},
+    ],
+    "qa": [
+        {"question": "What is the name of the green parrot Caroline adopted?", "answer": "Kiwi", "evidence": ["D1:1"], "category": 4},
+        {"question": "Where did Caroline's sister move for the violin scholarship?", "answer": "Lisbon",
+         "evidence": ["D1:3"], "category": 1},
+        {"question": "What did Melanie roast when camping?", "answer": "marshmallows", "evidence": ["D2:1; D9:9"],
+         "category": 2},
+        {"question": "No evidence here", "answer": "-", "evidence": [], "category": 5},
+    ],
+}
+
+
+def _run_json(capsys, argv: list[str]) -> dict:
+    assert cli.main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_eval_locomo_json_on_tiny_data(tmp_path, capsys):
+    (tmp_path / "tiny.json").write_text(json.dumps(TINY_CONVERSATION), encoding="utf-8")
+    res = _run_json(capsys, ["eval", "locomo", "--data", str(tmp_path), "--k", "1,3", "--json"])
+    assert res["conversations"] == 1 and res["questions"] == 3
+    assert res["dropped_evidence"] == 1  # D9:9 names no turn
+    assert set(res["systems"]) == {"ombre", "dense", "bm25"}
+    for r in res["systems"].values():
+        assert set(r) == {"overall", "by_category", "ms_per_query"}
+        assert set(r["overall"]) == {"recall@1", "recall@3"}
+        assert set(r["by_category"]) == {"1", "2", "4"}
+        assert all(0 <= v <= 100 for v in r["overall"].values()) and r["ms_per_query"] >= 0
+    # Every question names a rare word of its one turn: exact-word retrieval finds all three first.
+    assert res["systems"]["bm25"]["overall"]["recall@1"] == 100.0
+    assert res["systems"]["ombre"]["overall"]["recall@3"] == 100.0
+
+
+def test_eval_recall_json_on_tiny_data(tmp_path, capsys):
+    (tmp_path / "tiny.yaml").write_text(
+        "memories:\n"
+        "  m1: 阿哲养了一只边牧，叫豆包，周末带它去公园接飞盘。\n"
+        "  m2: 阿哲对花生过敏，外卖都要备注不放花生。\n"
+        "  m3: 阿哲在学吉他，现在能弹《晴天》的前奏了。\n"
+        "queries:\n"
+        "  - {q: 我家的边牧叫什么, want: [m1]}\n"
+        "  - {q: 点外卖要备注什么, want: [m2]}\n"
+        "  - {q: 我吉他练得怎么样, want: [m3, m1]}\n", encoding="utf-8")
+    res = _run_json(capsys, ["eval", "recall", "--data", str(tmp_path / "tiny.yaml"), "--json"])
+    assert res["queries"] == 3 and set(res["systems"]) == {"ombre", "dense", "bm25"}
+    for r in res["systems"].values():
+        assert {"hit@1", "hit@3", "hit@5", "mrr"} <= set(r)
+        assert r["hit@1"] <= r["hit@3"] <= r["hit@5"] <= 100 and 0 <= r["mrr"] <= 1
+        assert r["hit@3"] == 100.0  # three memories: any ranking of all of them hits by 3
+    assert res["systems"]["ombre"]["hit@1"] == 100.0
+
+
+def test_eval_refuses_missing_data(tmp_path, capsys):
+    assert cli.main(["eval", "locomo", "--data", str(tmp_path), "--json"]) == 2
+    assert cli.main(["eval", "recall", "--data", str(tmp_path / "none.yaml")]) == 2
+    assert cli.main(["eval", "locomo", "--data", str(tmp_path), "--k", "5,x"]) == 2
+    assert "error" in capsys.readouterr().err
