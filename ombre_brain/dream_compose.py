@@ -246,9 +246,10 @@ def collage(material: Sequence[Material], echo: Material | None, cues: Sequence[
         elif echo_text:
             echo_text = None
         else:
-            frags[keep[0]] = frags[keep[0]][: max(1, len(frags[keep[0]]) // 2)] + "…"
-            if len(frags[keep[0]]) <= 2:
+            f = frags[keep[0]].rstrip("…")
+            if len(f) <= 2:
                 break
+            frags[keep[0]] = f[: len(f) // 2] + "…"
     return text()
 
 

@@ -367,16 +367,13 @@ def _facts(ctx: TurnContext) -> list[Item]:
     facts = ctx.brain._optional("facts")
     if facts is None or ctx.cfg.gateway.budgets.facts <= 0:
         return []
-    rows = facts.stable_section(ctx.space, None, ctx.state.now)
-    return [Item(None, None, "fact", r["line"] if "line" in r else _fact_line(r), None, None, None,
-                 rank_score=1.0, extra={"fact": r}) for r in rows]
+    from .facts import background_line
 
-
-def _fact_line(fact: dict) -> str:
-    import json
-
-    return json.dumps({"key": fact.get("key"), "value": fact.get("value"), "basis": fact.get("basis")},
-                      ensure_ascii=False)
+    rows = facts.stable_section(ctx.space, None, ctx.state.now, query=ctx.plan.query)
+    n = len(rows)
+    # facts matching the query's alias keys come first; rank keeps that order through budgeting
+    return [Item(None, None, "fact", background_line(r), None, None, None, rank_score=float(n - i),
+                 extra={"fact": r}) for i, r in enumerate(rows)]
 
 
 # ---------------------------------------------------------------- render

@@ -60,6 +60,7 @@ report = doctor(brain, repair=False)
 buckets = {b.id: b.title for b in brain.list(SPACE, limit=100000)}
 print("CHECK " + json.dumps({"raw": raw, "consistent": report["consistent"], "report": report,
                              "buckets": buckets}, ensure_ascii=False, default=str), flush=True)
+brain.embedder.passages(["warm up"])  # load the model now, so the kill lands among writes
 print("READY", flush=True)
 rng = random.Random(seed)
 live = sorted(buckets)
