@@ -105,21 +105,27 @@ def lucene_idf(df: int, n_docs: int) -> float:
 class LexicalIndex:
     """BM25 over the moments of ONE space, built from (moment_id, tokens) rows.
 
-    Writes are cheap: ``add`` and ``remove`` only mark the index dirty, and the next search
-    rebuilds it once, so a burst of writes costs one rebuild. Terms get ids once, on add, and
-    document frequencies are kept incrementally, so a rebuild skips re-reading the strings and
-    ``doc_freq`` and ``idf`` never wait for one. A search reads an immutable snapshot and runs
-    without the lock.
+    bm25s cannot add to a built index, and rebuilding costs ~15 ms per 1,000 moments, so a
+    write must not force one: moments added or replaced since the last build live in a small
+    *delta* scored directly with the same BM25 formula and the snapshot's statistics, removed
+    ones are masked out, and the snapshot is rebuilt only when the delta outgrows
+    ``delta_limit`` (default: 256 or 5% of the space). Document frequencies are kept
+    incrementally, so ``doc_freq`` and ``idf`` are always current. A search reads an immutable
+    snapshot and runs without the lock.
     """
 
-    def __init__(self, rows: Iterable[tuple[str, Sequence[str]]] = ()) -> None:
+    def __init__(self, rows: Iterable[tuple[str, Sequence[str]]] = (), *, delta_limit: int | None = None) -> None:
         self._lock = threading.RLock()
         self._vocab: dict[str, int] = {}
         self._docs: dict[str, tuple[int, ...]] = {}
         self._df: dict[int, int] = {}
-        self._dirty = True
         self._snapshot: _Snapshot | None = None
+        self._delta: dict[str, tuple[int, ...]] = {}   # added or replaced since the snapshot
+        self._masked: set[str] = set()                  # snapshot docs removed or replaced since
+        self._delta_limit = delta_limit
+        self._rebuild = True
         self.add(rows)
+        self._rebuild = True
 
     # ------------------------------------------------------------ writes
 
@@ -134,7 +140,10 @@ class LexicalIndex:
                 doc = tuple(vocab.setdefault(t, len(vocab)) for t in tokens)
                 self._docs[moment_id] = doc
                 self._count(doc, +1)
-                self._dirty = True
+                self._delta[moment_id] = doc
+                if self._snapshot is not None and moment_id in self._snapshot.pos:
+                    self._masked.add(moment_id)
+            self._check_limit()
 
     def remove(self, moment_ids: Iterable[str]) -> None:
         """Forget moments; unknown ids are ignored, so a purge can be replayed."""
@@ -143,7 +152,15 @@ class LexicalIndex:
                 old = self._docs.pop(moment_id, None)
                 if old is not None:
                     self._count(old, -1)
-                    self._dirty = True
+                    self._delta.pop(moment_id, None)
+                    if self._snapshot is not None and moment_id in self._snapshot.pos:
+                        self._masked.add(moment_id)
+            self._check_limit()
+
+    def _check_limit(self) -> None:
+        limit = self._delta_limit if self._delta_limit is not None else max(256, len(self._docs) // 20)
+        if self._snapshot is None or len(self._delta) + len(self._masked) > limit:
+            self._rebuild = True
 
     def _count(self, doc: tuple[int, ...], delta: int) -> None:
         df = self._df
@@ -181,28 +198,61 @@ class LexicalIndex:
         """
         if k <= 0 or not query_tokens:
             return []
-        snap = self._current()
-        if snap is None:
-            return []
-        term_ids = [snap.vocab[t] for t in dict.fromkeys(query_tokens) if t in snap.vocab]
-        if not term_ids:
-            return []
-        scores = snap.retriever.get_scores(term_ids)
-        hits = np.flatnonzero(scores > 0)
-        if hits.size > k:
-            # Keep everything tied with the k-th score, then cut after the id tie-break.
-            kth = np.partition(scores[hits], hits.size - k)[hits.size - k]
-            hits = hits[scores[hits] >= kth]
-        order = np.lexsort((hits, -scores[hits]))[:k]  # ids are sorted, so position = id order
-        return [(snap.ids[i], float(scores[i])) for i in hits[order]]
+        with self._lock:
+            snap = self._current()
+            delta = dict(self._delta)
+            masked = set(self._masked)
+            vocab = self._vocab
+            qterms = [vocab[t] for t in dict.fromkeys(query_tokens) if t in vocab]
+        scored: list[tuple[float, str]] = []
+        if snap is not None:
+            term_ids = [snap.vocab[t] for t in dict.fromkeys(query_tokens) if t in snap.vocab]
+            if term_ids:
+                scores = snap.retriever.get_scores(term_ids)
+                if masked:
+                    scores = scores.copy()
+                    scores[[snap.pos[m] for m in masked if m in snap.pos]] = 0.0
+                hits = np.flatnonzero(scores > 0)
+                if hits.size > k:
+                    kth = np.partition(scores[hits], hits.size - k)[hits.size - k]
+                    hits = hits[scores[hits] >= kth]
+                scored += [(float(scores[i]), snap.ids[i]) for i in hits]
+        if delta and qterms:
+            scored += self._score_delta(delta, qterms, snap)
+        scored.sort(key=lambda x: (-x[0], x[1]))
+        return [(m, sc) for sc, m in scored[:k]]
+
+    def _score_delta(self, delta: dict[str, tuple[int, ...]], qterms: list[int],
+                     snap: _Snapshot | None) -> list[tuple[float, str]]:
+        """BM25 for moments added since the snapshot, with the snapshot's N and average length."""
+        n = snap.n_docs if snap is not None else max(len(self._docs), 1)
+        avgdl = snap.avgdl if snap is not None else 1.0
+        with self._lock:
+            idf = {t: lucene_idf(self._df.get(t, 0), max(n, 1)) for t in qterms if self._df.get(t, 0)}
+        out = []
+        wanted = set(idf)
+        for moment_id, doc in delta.items():
+            if not wanted.intersection(doc):
+                continue
+            dl = len(doc)
+            score = 0.0
+            for t in wanted:
+                tf = doc.count(t)
+                if tf:
+                    score += idf[t] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
+            if score > 0:
+                out.append((score, moment_id))
+        return out
 
     # ------------------------------------------------------------ build
 
     def _current(self) -> _Snapshot | None:
         with self._lock:
-            if self._dirty:
+            if self._rebuild:
                 self._snapshot = self._build()
-                self._dirty = False
+                self._delta.clear()
+                self._masked.clear()
+                self._rebuild = False
             return self._snapshot
 
     def _build(self) -> _Snapshot | None:
@@ -216,7 +266,9 @@ class LexicalIndex:
         # terms no live moment uses; their columns are simply empty.
         retriever.index(([list(self._docs[i]) for i in ids], dict(self._vocab)),
                         create_empty_token=False, show_progress=False)
-        return _Snapshot(retriever, ids, retriever.vocab_dict)
+        total = sum(len(self._docs[i]) for i in ids)
+        return _Snapshot(retriever, ids, retriever.vocab_dict, {m: i for i, m in enumerate(ids)}, len(ids),
+                         total / max(len(ids), 1))
 
     def _compact(self) -> None:
         """Renumber terms after many removals, so dead terms stop costing memory and build time."""
@@ -233,6 +285,9 @@ class _Snapshot(NamedTuple):
     retriever: bm25s.BM25
     ids: list[str]
     vocab: dict[str, int]
+    pos: dict[str, int]
+    n_docs: int
+    avgdl: float
 
 
 __all__ = ["LexicalIndex", "init_jieba", "lucene_idf", "tokenize"]

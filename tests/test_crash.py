@@ -23,7 +23,8 @@ import pytest
 
 SPACE = "haven:crash"
 CHILD = r"""
-import json, random, sys
+import json, random, sys, time
+TIMING = True
 from pathlib import Path
 
 path, cfg, seed, burst = Path(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
@@ -60,7 +61,8 @@ report = doctor(brain, repair=False)
 buckets = {b.id: b.title for b in brain.list(SPACE, limit=100000)}
 print("CHECK " + json.dumps({"raw": raw, "consistent": report["consistent"], "report": report,
                              "buckets": buckets}, ensure_ascii=False, default=str), flush=True)
-brain.embedder.passages(["warm up"])  # load the model now, so the kill lands among writes
+brain.embedder.passages(["warm up"])  # load the model and jieba now, so the kill lands among writes
+brain.tokenize("预热一下")
 print("READY", flush=True)
 rng = random.Random(seed)
 live = sorted(buckets)
@@ -73,6 +75,7 @@ for n in range(burst):
         brain.write(space=SPACE, id=bid, title=title, body=body)
         live.append(bid)
         print(f"ack write {bid} {title}", flush=True)
+        print(f"t {time.time()}", flush=True) if TIMING else None
     elif op < 0.82:
         bid = rng.choice(live)
         title = f"updated {seed}-{n}"

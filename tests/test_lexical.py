@@ -198,3 +198,18 @@ def test_concurrent_writes_and_searches():
         t.join()
     assert errors == []
     assert len(index) == 50 + 2 * (100 - 33)
+
+
+def test_writes_after_a_build_use_the_delta_not_a_rebuild():
+    docs = [(f"d{i}", [f"w{i % 50}", "海边", f"x{i}"]) for i in range(400)]
+    index = LexicalIndex(docs)
+    assert index.search(["海边"], 3)
+    snap = index._snapshot
+    index.add([("new", ["年糕", "海边"])])
+    index.remove(["d7"])
+    assert index.search(["年糕"], 3)[0][0] == "new"
+    assert all(m != "d7" for m, _ in index.search(["x7", "海边"], 500))
+    assert index._snapshot is snap, "a single write must not rebuild the whole space"
+    index.add([(f"bulk{i}", ["bulk"]) for i in range(300)])
+    assert len(index.search(["bulk"], 1000)) == 300
+    assert index._snapshot is not snap, "a large delta triggers one rebuild"
