@@ -22,6 +22,7 @@ digests, whole_space) -> int``; every loaded capability object that has it is ca
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -63,6 +64,7 @@ CREATE TABLE IF NOT EXISTS suppressed_sources (
 """
 
 MAX_BUCKET_IDS = 10000
+EXCHANGE_PREFIX = "exchange:"  # the source of buckets written from a proxied exchange (ingest.py)
 _CHUNK = 400
 COUNT_KEYS = ("buckets", "moments", "edges", "dreams", "facts", "sessions", "other")
 
@@ -137,18 +139,19 @@ class Plan:
 
     bucket_ids: list[str] = field(default_factory=list)
     dream_ids: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
     digests: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     kid: str = ""
 
     def to_json(self) -> str:
-        return json.dumps({"bucket_ids": self.bucket_ids, "dream_ids": self.dream_ids, "digests": self.digests,
-                           "counts": self.counts, "kid": self.kid}, sort_keys=True)
+        return json.dumps({"bucket_ids": self.bucket_ids, "dream_ids": self.dream_ids, "sources": self.sources,
+                           "digests": self.digests, "counts": self.counts, "kid": self.kid}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Plan:
         d = json.loads(text)
-        return cls(d["bucket_ids"], d["dream_ids"], d["digests"], d["counts"], d.get("kid", ""))
+        return cls(d["bucket_ids"], d["dream_ids"], d.get("sources", []), d["digests"], d["counts"], d.get("kid", ""))
 
 
 class Forgetter:
@@ -239,7 +242,7 @@ class Forgetter:
             sources.add(target["source"])
         dreams = [] if "whole_space" in target else self._orphaned_dreams(c, space, ids)
         ids |= set(dreams)
-        plan = Plan(bucket_ids=sorted(ids), dream_ids=sorted(dreams),
+        plan = Plan(bucket_ids=sorted(ids), dream_ids=sorted(dreams), sources=sorted(sources),
                     digests=sorted({source_digest(space, s) for s in sources}))
         plan.counts = self._count(c, space, plan.bucket_ids, whole="whole_space" in target)
         plan.counts["dreams"] = len(dreams) if "whole_space" not in target else c.execute(
@@ -340,9 +343,10 @@ class Forgetter:
             out["sessions"] = sessions.forget_space(space) if whole else sessions.forget_buckets(space,
                                                                                                  plan.bucket_ids)
         out["facts"] = self._forget_facts(space, plan, whole)
-        for name, obj in list(brain._extras.items()):
+        out["other"] += self._forget_exchanges(space, plan, whole)
+        for obj in self._capabilities():
             hook = getattr(obj, "on_purge", None)
-            if callable(hook) and name != "forget":
+            if callable(hook):
                 out["other"] += int(hook(space, list(plan.bucket_ids), list(plan.digests), whole) or 0)
         drop = getattr(store, "drop_lexical", None)
         if callable(drop):  # rebuilt from the ledger on next use, without the purged vocabulary
@@ -365,6 +369,42 @@ class Forgetter:
             n += int(facts.forget_sources(space, list(plan.digests)) or 0)
         if plan.bucket_ids and hasattr(facts, "remove_bucket_support"):
             n += int(facts.remove_bucket_support(space, list(plan.bucket_ids)) or 0)
+        return n
+
+    def _capabilities(self) -> list[Any]:
+        """Loaded capability objects, plus those whose state lives in the ledger even when not loaded."""
+        brain = self.brain
+        objs = {name: obj for name, obj in brain._extras.items() if obj is not self}
+        if "dream" not in objs and importlib.util.find_spec("ombre_brain.dream") is not None:
+            objs["dream"] = brain.dream_engine
+        ingest = getattr(objs.get("gateway"), "_ingest", None)
+        if ingest is not None:
+            objs["ingest"] = ingest
+        return list(objs.values())
+
+    def _forget_exchanges(self, space: str, plan: Plan, whole: bool) -> int:
+        """Queued exchanges hold the chat text memory was written from; their text goes with it.
+
+        A purged exchange keeps its job row, emptied and marked done, so replaying the same
+        exchange stays a no-op instead of queueing the forgotten text again.
+        """
+        if importlib.util.find_spec("ombre_brain.ingest") is None:
+            return 0
+        from .ingest import JobTable
+
+        jobs = JobTable(self.ledger)
+        hook = getattr(jobs, "on_purge", None)
+        if callable(hook):
+            return int(hook(space, list(plan.bucket_ids), list(plan.digests), whole) or 0)
+        if whole:
+            return int(jobs.forget_space(space) or 0)
+        ids = [s[len(EXCHANGE_PREFIX):] for s in plan.sources if s.startswith(EXCHANGE_PREFIX)]
+        n = 0
+        with self.ledger.tx() as c:
+            for chunk in _chunks(ids):
+                marks = ",".join("?" * len(chunk))
+                n += c.execute(f"UPDATE jobs SET payload = '{{}}', result = NULL, last_error = NULL, state = 'done' "
+                               f"WHERE space = ? AND id IN ({marks})", (space, *chunk)).rowcount
         return n
 
     def _clear_caches(self) -> None:

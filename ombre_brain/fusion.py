@@ -127,11 +127,13 @@ def group_by_bucket(hits: Sequence[MomentHit], buckets: Mapping[str, Bucket]) ->
     return [Candidate(c.bucket, c.best, c.hits, c.fused, rank=i) for i, c in enumerate(cands, 1)]
 
 
-def discriminative_terms(terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any) -> list[str]:
-    """Query terms that can prove a topic: long enough, not stop words, not common in the space.
+def _query_terms(terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any,
+                 keep_unseen: bool) -> list[str]:
+    """Query terms long enough to mean something, minus stop words and terms common in the space.
 
     A term with CJK needs ``retrieval.min_term_chars`` characters; any other term needs three
-    letters or digits. Every term needs ``idf(term) >= retrieval.min_idf``.
+    letters or digits. Every term needs ``idf(term) >= retrieval.min_idf``, except that with
+    ``keep_unseen`` a term no moment contains (idf 0) is kept too.
     """
     stop = {s.casefold() for s in cfg.lexical.stop_words}
     out: list[str] = []
@@ -143,9 +145,15 @@ def discriminative_terms(terms: Sequence[str], *, idf: Callable[[str], float], c
             long_enough = len(t) >= cfg.retrieval.min_term_chars
         else:
             long_enough = sum(ch.isalnum() for ch in t) >= 3
-        if long_enough and idf(t) >= cfg.retrieval.min_idf:
+        score = idf(t)
+        if long_enough and (score >= cfg.retrieval.min_idf or (keep_unseen and score == 0.0)):
             out.append(t)
     return out
+
+
+def discriminative_terms(terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any) -> list[str]:
+    """Query terms that can prove a topic: long enough, not stop words, not common in the space."""
+    return _query_terms(terms, idf=idf, cfg=cfg, keep_unseen=False)
 
 
 def _found(term: str, text: str) -> bool:
@@ -228,17 +236,7 @@ def _term_groups(plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg:
     Terms the space has never seen still count (they are what an honest UNKNOWN is about);
     terms so common in the space that they carry no information do not.
     """
-    stop = {s.casefold() for s in cfg.lexical.stop_words}
-    kept: list[str] = []
-    for raw in plan_terms:
-        t = raw.strip().casefold()
-        if not t or t in stop or t in kept:
-            continue
-        long_enough = len(t) >= cfg.retrieval.min_term_chars if _CJK_RE.search(t) else sum(
-            ch.isalnum() for ch in t) >= 3
-        score = idf(t)
-        if long_enough and (score == 0.0 or score >= cfg.retrieval.min_idf):
-            kept.append(t)
+    kept = _query_terms(plan_terms, idf=idf, cfg=cfg, keep_unseen=True)
     groups: list[tuple[set[str], float]] = []
     for t in sorted(kept, key=len, reverse=True):
         for members, _w in groups:

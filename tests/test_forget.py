@@ -301,6 +301,20 @@ def test_purging_buckets_suppresses_their_sources(fbrain):
         fbrain.write(space=A, title="glimmerwick again", source="diary:3")
 
 
+def test_queued_exchanges_lose_the_text_of_purged_memories(fbrain):
+    from ombre_brain.ingest import JobTable
+
+    jobs = JobTable(fbrain.ledger)
+    jobs.insert("ab12" * 16, A, "s1", {"user": "I told you about the glimmerwick", "assistant": "ok"})
+    jobs.insert("cd34" * 16, A, "s1", {"user": "plain tea talk", "assistant": "ok"})
+    bid = fbrain.write(space=A, title="glimmerwick", source="exchange:" + "ab12" * 16)
+    fbrain.purge(A, bucket_ids=[bid])
+    assert "glimmerwick" not in ledger_dump(fbrain) and "plain tea talk" in ledger_dump(fbrain)
+    assert not jobs.insert("ab12" * 16, A, "s1", {"user": "I told you about the glimmerwick", "assistant": "ok"})
+    fbrain.purge(A, whole_space=True)
+    assert "plain tea talk" not in ledger_dump(fbrain)
+
+
 def test_capabilities_hear_about_purges(fbrain):
     calls = []
 
