@@ -29,7 +29,7 @@ venv: $(STAMP)
 # Debian's Chromium for the debug-page browser tests; the tests skip with a reason if it cannot be had.
 browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
-	  (apt-get update -qq >/dev/null 2>&1; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1) \
+	  (apt-get update -qq >/dev/null 2>&1; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null 2>&1) \
 	  || echo "chromium not installed: browser tests will be skipped"; }
 
 test: venv browser

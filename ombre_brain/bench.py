@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import resource
 import sys
@@ -306,6 +307,7 @@ def run_bench(buckets: int = 1000, queries: int = 200, *, seed: int = 7, write: 
                         "overhead_p95": round(t["turn_ms"]["p95"] / t["floor_ms"]["p95"], 2)
                         if t["floor_ms"]["p95"] else None}
             out["rss_mb"] = rss_mb()
+            out["load_avg"] = round(os.getloadavg()[0], 2)  # other work on the machine skews every number
             return out
 
 
@@ -318,8 +320,34 @@ def format_bench(res: dict) -> str:
         t, f = res["turn_ms"], res["floor_ms"]
         lines.append(f"turn    p50 {t['p50']:>7.2f} ms  p95 {t['p95']:>7.2f} ms   floor p50 {f['p50']:.2f} ms  "
                      f"p95 {f['p95']:.2f} ms   overhead p95 {res['overhead_p95']}x  ({res['queries']} queries)")
-    lines.append(f"peak RSS {res['rss_mb']} MB")
+    lines.append(f"peak RSS {res['rss_mb']} MB   load average {res['load_avg']}")
     return "\n".join(lines)
+
+
+def plot_turn_p95(results: list[dict], path: str | Path) -> None:
+    """Draw turn p95 and its floor against store size (log x) from bench results; needs matplotlib."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted((r for r in results if "turn_ms" in r), key=lambda r: r["buckets"])
+    x = [r["buckets"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=120)
+    ax.plot(x, [r["turn_ms"]["p95"] for r in rows], "o-", label="Brain.turn p95")
+    ax.plot(x, [r["floor_ms"]["p95"] for r in rows], "s--", label="floor p95 (query embedding + Chroma query)")
+    for r in rows:
+        ax.annotate(f"{r['overhead_p95']}x", (r["buckets"], r["turn_ms"]["p95"]), textcoords="offset points",
+                    xytext=(0, 6), ha="center", fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("buckets in the space")
+    ax.set_ylabel("ms")
+    ax.set_title("Turn latency p95 against store size")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 def cmd_bench(args) -> int:
@@ -331,4 +359,4 @@ def cmd_bench(args) -> int:
     return 0
 
 
-__all__ = ["run_bench", "synthetic_queries", "synthetic_store"]
+__all__ = ["plot_turn_p95", "run_bench", "synthetic_queries", "synthetic_store"]

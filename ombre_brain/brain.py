@@ -56,6 +56,7 @@ class Brain:
         self.tokenize = lambda text: tokenize(text, stop)
         self.store = BucketStore(self.path, self.config, self._make_embedder, self.tokenize)
         self._lock = threading.RLock()
+        self._turn_locks = [threading.Lock() for _ in range(64)]
         self._extras: dict[str, Any] = {}
         self.store.reconcile()
         self._after_open()
@@ -249,7 +250,12 @@ class Brain:
         if len(query) > 8000:
             raise ValidationError(f"is {len(query)} characters; the limit is 8000", field="query")
         when = parse_time(now, "now") if now is not None else now_utc()
-        return run_turn(self, space, session, query, when, dry_run=dry_run)
+        if dry_run:
+            return run_turn(self, space, session, query, when, dry_run=True)
+        # A turn reads the session's round and cooldowns and records the next round; two turns of one
+        # session at once would both take the same round. Serialise them (striped: bounded memory).
+        with self._turn_locks[hash((space, session)) % len(self._turn_locks)]:
+            return run_turn(self, space, session, query, when, dry_run=False)
 
     @property
     def forget(self):

@@ -105,6 +105,33 @@ def chroma_server(tmp_path_factory):
     log.close()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def suite_chroma_mode(request):
+    """With OMBRE_TEST_CHROMA=http, every Brain a test opens in-process uses the real Chroma server.
+
+    So the whole suite (recall, gateway, purge, ...) runs in server mode too: CI runs it once
+    per mode. Tests parametrised with ``store_mode`` cover both modes in every run regardless.
+    """
+    if os.environ.get("OMBRE_TEST_CHROMA", "embedded") != "http":
+        yield
+        return
+    host, port = request.getfixturevalue("chroma_server")
+    from ombre_brain import brain as brain_module
+    from ombre_brain.config import load_config
+
+    original = brain_module._as_config
+
+    def server_mode(config):
+        cfg = original(config)
+        if cfg.store.chroma.mode != "embedded":
+            return cfg
+        return load_config(cfg, {"store": {"chroma": {"mode": "http", "host": host, "port": port}}})
+
+    brain_module._as_config = server_mode
+    yield
+    brain_module._as_config = original
+
+
 @pytest.fixture(params=["embedded", "http"])
 def store_mode(request):
     """Parametrise a test over embedded Chroma and a real Chroma server."""

@@ -140,8 +140,9 @@ def recall_debug(turn: Turn, cfg: Config) -> dict:
         retrieval = {"mode": cfg.retrieval.mode, "dense_weight": _r(r.dense_weight), "vector_hits": len(r.vector),
                      "lexical_hits": len(r.lexical), "candidates": len(r.candidates),
                      "ms": {k: _r(v, 3) for k, v in r.ms.items()}}
+    dream = turn.debug.get("dream")
     return {**turn_summary(turn), "retrieval": retrieval, "candidates": cands, "returned": _returned(turn),
-            "suppressed": [s.to_dict() for s in turn.suppressed]}
+            "suppressed": [s.to_dict() for s in turn.suppressed], "dream": plain(dream) if dream is not None else None}
 
 
 # ---------------------------------------------------------------- /api/moments
@@ -307,22 +308,32 @@ def graph_layout(seeds: Sequence[dict], hits: Sequence[dict], edges: Sequence[Ed
     cols: dict[int, list[str]] = {}
     for b in ids:
         cols.setdefault(depth[b], []).append(b)
-    col_w, row_h, pad = 250, 74, 40
-    pos: dict[str, tuple[int, int]] = {}
+    col_w, row_h, pad = 320, 74, 40
+    row: dict[str, float] = {}
     for c, members in sorted(cols.items()):
+        # barycentre ordering: a node sits near the nodes of the previous column it hangs from (fewer crossings)
+        def key(b: str, c: int = c) -> tuple:
+            parents = [row[p] for p in adj.get(b, ()) if p in row and depth.get(p) == c - 1]
+            return (sum(parents) / len(parents) if parents else math.inf, b)
+
+        members.sort(key=key)
         for i, b in enumerate(members):
-            pos[b] = (pad + 90 + c * col_w, pad + 30 + i * row_h)
-    on_path = {frozenset((p["from_id"], p["to_id"])) | {p["relation"]} for h in hits for p in h["path"]}
+            row[b] = i
+    pos = {b: (pad + 90 + depth[b] * col_w, pad + 30 + int(row[b]) * row_h) for b in ids}
+    walked = {(frozenset((p["from_id"], p["to_id"])), p["relation"]): (p["from_id"], p["to_id"])
+              for h in hits for p in h["path"]}  # an edge on a hit's path is drawn the way diffusion walked it
     nodes = [{"id": b, "title": title(b), "label": _short(title(b)), "kind": kind.get(b, "unreached"),
               "depth": depth[b], "x": pos[b][0], "y": pos[b][1],
               "describe": NODE_KINDS[kind.get(b, "unreached")]} for b in ids]
     lines = []
     for e in edges:
         if e.from_id in pos and e.to_id in pos:
-            (x1, y1), (x2, y2) = pos[e.from_id], pos[e.to_id]
-            lines.append({**e.to_dict(), "x1": x1, "y1": y1, "x2": x2, "y2": y2, "mx": (x1 + x2) // 2,
-                          "my": (y1 + y2) // 2 - 6,
-                          "on_path": frozenset((e.from_id, e.to_id)) | {e.relation} in on_path})
+            a, b = walked.get((frozenset((e.from_id, e.to_id)), e.relation), (e.from_id, e.to_id))
+            (x1, y1), (x2, y2) = _clip(pos[a], pos[b]), _clip(pos[b], pos[a])
+            lines.append({**e.to_dict(), "x1": x1, "y1": y1, "x2": x2, "y2": y2,
+                          "mx": round((x1 + x2) / 2) + (6 if x1 == x2 else 0), "my": round((y1 + y2) / 2) - 5,
+                          "anchor": "start" if x1 == x2 else "middle",
+                          "on_path": (frozenset((e.from_id, e.to_id)), e.relation) in walked})
     width = pad * 2 + 180 + max(len(cols) - 1, 0) * col_w
     height = pad * 2 + 30 + max((len(m) for m in cols.values()), default=1) * row_h
     return {"nodes": nodes, "edges": lines, "width": width, "height": height, "truncated": len(depth) > len(ids),
@@ -336,6 +347,15 @@ NODE_KINDS = {
     "refused": "a diffusion hit refused by the related-target or cooldown gate",
     "unreached": "within max_hops of a seed but not a hit (below min_activation, or beyond max_paths_per_hit)",
 }
+
+
+def _clip(a: tuple[int, int], b: tuple[int, int], half_w: int = 82, half_h: int = 22) -> tuple[int, int]:
+    """Where the line from box centre a towards b leaves box a (so arrowheads stay visible)."""
+    dx, dy = b[0] - a[0], b[1] - a[1]
+    if dx == 0 and dy == 0:
+        return a
+    t = min(half_w / abs(dx) if dx else math.inf, half_h / abs(dy) if dy else math.inf)
+    return round(a[0] + dx * t), round(a[1] + dy * t)
 
 
 def _short(text: str, n: int = 16) -> str:

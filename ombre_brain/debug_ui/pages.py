@@ -23,7 +23,6 @@ bp = Blueprint("debug_pages", __name__, url_prefix="/debug", template_folder="te
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-TIMING_STEPS = ("plan", "candidates", "gates", "diffusion", "side_sections", "render", "budget", "record")
 
 
 @bp.after_request
@@ -63,7 +62,7 @@ def _debug_link(endpoint: str, **params: Any) -> str:
 @bp.context_processor
 def _helpers() -> dict:
     return {"link": link, "gate_badges": V.gate_badges, "describe": V.describe, "token": _token(),
-            "timing_steps": TIMING_STEPS}
+            "turn_items": lambda turn: list(V.turn_items(turn))}
 
 
 def _spaces() -> list[str]:
