@@ -33,8 +33,8 @@ from .sections import Turn
 __all__ = [
     "AuthError",
     "Brain",
-    "BudgetError",
     "Bucket",
+    "BudgetError",
     "Config",
     "ConfigError",
     "ConflictError",
