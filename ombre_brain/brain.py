@@ -188,6 +188,11 @@ class Brain:
                **changes: Any) -> Bucket:
         """Change some fields; a lower origin may not overwrite a higher one's text or flags."""
         validate_space(space)
+        with self.store.bucket_lock(space, [bucket_id]):  # read-modify-write: concurrent edits never lose one
+            return self._update(space, bucket_id, origin, now, changes)
+
+    def _update(self, space: str, bucket_id: str, origin: str | None, now: datetime | None,
+                changes: dict[str, Any]) -> Bucket:
         current = self.store.get(space, bucket_id)
         if current is None:
             raise NotFoundError(f"no bucket {bucket_id!r} in space {space!r}")

@@ -74,6 +74,7 @@ class FusionConfig:
     dense_weight_cjk: float = field(default=0.75, metadata=_rng(0, 1))
     dense_weight_minilm_cjk: float = field(default=0.0, metadata=_rng(0, 1))
     anchor_bonus: float = field(default=0.15, metadata=_rng(0, 1))
+    context_share: float = field(default=0.5, metadata=_rng(0, 1))
 
 
 @dataclass(frozen=True)

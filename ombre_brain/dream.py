@@ -20,6 +20,7 @@ processes) can never both surface a dream; dry runs score but never claim or cou
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -81,6 +82,7 @@ NO_MATERIAL_LAYERS = frozenset({"source_record", "dream", "archive"})
 TZ_SLACK = timedelta(hours=28)  # stored times keep their own offsets; string-compared windows are widened by this
 ECHO_LEXICAL_K = 60
 ECHO_SCAN = 300
+VISIBLE = "state IN ('committed', 'updating')"  # bucket rows readers see (an update in flight shows its new version)
 
 DREAM_REASONS: dict[str, str] = {
     "dream_resonance": "the turn resonated with the dream above dream.surface_threshold; it surfaces once",
@@ -321,7 +323,7 @@ class DreamEngine:
         rows = self.ledger.query(
             "SELECT b.data, s.state, s.attempts FROM buckets b LEFT JOIN dream_state s "
             "ON s.space = b.space AND s.dream_id = b.id WHERE b.space = ? AND b.type = 'dream' "
-            "AND b.state = 'committed' AND (s.state IS NULL OR s.state = 'latent')", (space,))
+            f"AND b.{VISIBLE} AND (s.state IS NULL OR s.state = 'latent')", (space,))
         out = []
         for r in rows:
             b = bucket_from_stored(json.loads(r["data"]))
@@ -373,23 +375,28 @@ class DreamEngine:
         c.execute("INSERT OR IGNORE INTO dream_state(space, dream_id, state, attempts, composer, created) "
                   "VALUES (?,?,?,?,'external',?)", (space, bucket.id, st, attempts, bucket.created))
 
+    def _bucket_lock(self, space: str, dream_id: str):
+        """The store's per-bucket lock where it has one, so a mirror never races an edit of the same dream."""
+        lock = getattr(self.brain.store, "bucket_lock", None)
+        return lock(space, [dream_id]) if callable(lock) else contextlib.nullcontext()
+
     def _mirror(self, c, space: str, dream_id: str) -> None:
         """Copy the ledger's state into the bucket's surfaced / surface_attempts, metadata only."""
         st = c.execute("SELECT state, attempts FROM dream_state WHERE space = ? AND dream_id = ?",
                        (space, dream_id)).fetchone()
-        row = c.execute("SELECT data FROM buckets WHERE space = ? AND id = ? AND state = 'committed'",
+        row = c.execute(f"SELECT data FROM buckets WHERE space = ? AND id = ? AND {VISIBLE}",
                         (space, dream_id)).fetchone()
         if st is None or row is None:
             return
         d = json.loads(row["data"])
         d["surfaced"] = st["state"] == "surfaced"
         d["surface_attempts"] = int(st["attempts"])
-        c.execute("UPDATE buckets SET data = ? WHERE space = ? AND id = ? AND state = 'committed'",
+        c.execute(f"UPDATE buckets SET data = ? WHERE space = ? AND id = ? AND {VISIBLE}",
                   (json.dumps(d, ensure_ascii=False), space, dream_id))
 
     def _claim(self, space: str, bucket: Bucket, state: SessionState) -> bool:
         """Win the right to surface a dream: one conditional UPDATE; only one turn ever sees rowcount 1."""
-        with self.ledger.tx() as c:
+        with self._bucket_lock(space, bucket.id), self.ledger.tx() as c:
             self._adopt(c, space, bucket)
             won = c.execute("UPDATE dream_state SET state = 'surfaced', claimed_at = ?, session = ? "
                             "WHERE space = ? AND dream_id = ? AND state = 'latent'",
@@ -402,7 +409,7 @@ class DreamEngine:
 
     def _count_attempt(self, space: str, bucket: Bucket) -> tuple[int, str]:
         """One more near miss; the dream is dropped at max_attempts. Returns (attempts, state)."""
-        with self.ledger.tx() as c:
+        with self._bucket_lock(space, bucket.id), self.ledger.tx() as c:
             self._adopt(c, space, bucket)
             c.execute("UPDATE dream_state SET attempts = attempts + 1 WHERE space = ? AND dream_id = ? "
                       "AND state = 'latent'", (space, bucket.id))
@@ -434,7 +441,7 @@ class DreamEngine:
 
     def _release(self, space: str, dream_id: str) -> None:
         """Give back a claim whose dream never reached the prompt (trimmed by the total budget)."""
-        with self.ledger.tx() as c:
+        with self._bucket_lock(space, dream_id), self.ledger.tx() as c:
             released = c.execute("UPDATE dream_state SET state = 'latent', claimed_at = NULL, session = NULL "
                                  "WHERE space = ? AND dream_id = ? AND state = 'surfaced' AND ringed = 0",
                                  (space, dream_id)).rowcount

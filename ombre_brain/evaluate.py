@@ -63,6 +63,7 @@ class Dataset:
     memories: tuple[Memory, ...]
     questions: tuple[Question, ...]
     dropped_evidence: int = 0  # evidence ids that name no turn of the conversation
+    links: tuple[tuple[str, str], ...] = ()  # (earlier, later) memories of one conversation, in order
 
 
 def parse_locomo_time(value: str) -> datetime:
@@ -95,11 +96,13 @@ def load_locomo(path: str | Path) -> Dataset:
     data = json.loads(path.read_text(encoding="utf-8"))
     conv = data.get("conversation", data)
     memories: list[Memory] = []
+    links: list[tuple[str, str]] = []
     for key in sorted((k for k in conv if _SESSION_RE.fullmatch(k)), key=lambda k: int(k.split("_")[1])):
         when = conv.get(f"{key}_date_time")
         created = parse_locomo_time(when).isoformat() if when else RECALL_CREATED
-        for turn in conv[key] or ():
-            memories.append(Memory(str(turn["dia_id"]), turn_text(turn), created))
+        session = [Memory(str(turn["dia_id"]), turn_text(turn), created) for turn in conv[key] or ()]
+        links += [(a.id, b.id) for a, b in zip(session, session[1:], strict=False)]
+        memories += session
     known = {m.id for m in memories}
     questions: list[Question] = []
     dropped = 0
@@ -109,7 +112,7 @@ def load_locomo(path: str | Path) -> Dataset:
         dropped += len(ids) - len(good)
         if good:
             questions.append(Question(str(qa["question"]), good, int(qa.get("category") or 0)))
-    return Dataset(path.stem, tuple(memories), tuple(questions), dropped)
+    return Dataset(path.stem, tuple(memories), tuple(questions), dropped, tuple(links))
 
 
 def load_recall_yaml(path: str | Path) -> Dataset:
@@ -242,6 +245,8 @@ def run_dataset(ds: Dataset, depth: int, *, config=None, show_progress: bool = T
         bar = _bar(len(items), f"{ds.name}: storing", show_progress)
         bar.unit = "turn"
         brain.write_many(items, dedupe=False, progress=bar.update)
+        for a, b in ds.links:  # the conversation's own order: each turn is the context of the next
+            brain.link(space, a, b, "context_of", 1.0)
         bar.close()
         texts = [q.text for q in ds.questions]
         t0 = perf_counter()

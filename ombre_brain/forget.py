@@ -17,6 +17,12 @@ Every digest a purge suppresses is handed to the facts store too.
 
 Capabilities with their own per-space state may define ``on_purge(space, bucket_ids,
 digests, whole_space) -> int``; every loaded capability object that has it is called.
+
+What stays on disk. Ledger pages are zeroed as rows go (``secure_delete``) and the WAL is
+checkpointed after each purge. Chroma keeps its own operation log (``embeddings_queue``)
+until its vector index next syncs (``hnsw.sync_threshold`` operations per collection): no
+read returns a purged moment, but that log may hold its upsert until then. A whole-space
+purge drops the collection, and its log with it.
 """
 
 from __future__ import annotations
@@ -197,7 +203,8 @@ class Forgetter:
     def purge(self, space: str, *, bucket_ids: Any = None, source: Any = None, whole_space: Any = False) -> dict:
         """Forget a target and return its signed receipt ``{payload, signature}``.
 
-        Repeating a purge whose target no longer matches anything returns the original receipt.
+        Repeating a purge whose target no longer matches anything returns the original receipt;
+        if new material matches it (a re-used id, new facts in a purged space) it is a new purge.
         """
         validate_space(space)
         target = target_of(bucket_ids=bucket_ids, source=source, whole_space=whole_space)
@@ -217,12 +224,14 @@ class Forgetter:
                 repeat = prior is not None and not plan.bucket_ids
                 if not repeat:
                     self._record_intent(c, purge_id, space, target, key, plan)
-            if repeat:
-                swept = self._execute(space, target, plan)  # residue (sessions, facts) goes too
-                if any(swept.values()):
-                    log.info("repeat purge of %s in %s swept residue %s", target, space, swept)
+            if not repeat:
+                return self._finish(purge_id, secret_for={kid: secret})
+            swept = self._execute(space, target, plan)  # what came since without a bucket (facts, sessions)
+            if not any(swept.values()):
                 return json.loads(prior["receipt"])
-            return self._finish(purge_id, secret_for={kid: secret})
+            with self.ledger.tx() as c:  # something new was forgotten after all: that earns its own receipt
+                self._record_intent(c, purge_id, space, target, key, plan)
+            return self._finish(purge_id, secret_for={kid: secret}, done=swept)
 
     def _plan(self, c, space: str, target: dict) -> Plan:
         if "whole_space" in target:
@@ -298,13 +307,15 @@ class Forgetter:
         c.executemany("INSERT OR IGNORE INTO suppressed_sources(space, digest, purge_id, at) VALUES (?,?,?,?)",
                       [(space, d, purge_id, at) for d in plan.digests])
 
-    def _finish(self, purge_id: str, *, secret_for: Mapping[str, bytes] | None = None) -> dict:
+    def _finish(self, purge_id: str, *, secret_for: Mapping[str, bytes] | None = None,
+                done: dict[str, int] | None = None) -> dict:
         """Run (or re-run) a recorded purge's removal steps, then sign and store its receipt."""
         row = self.ledger.one("SELECT * FROM purges WHERE purge_id = ?", (purge_id,))
         if row["state"] == "done":
             return json.loads(row["receipt"])
         space, target, plan = row["space"], json.loads(row["target"]), Plan.from_json(row["plan"])
-        done = self._execute(space, target, plan)
+        if done is None:
+            done = self._execute(space, target, plan)
         deleted = {k: 0 for k in COUNT_KEYS}
         deleted.update(plan.counts)
         for k in ("facts", "sessions", "other"):

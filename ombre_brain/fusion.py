@@ -11,15 +11,17 @@ Pure: no store, index or embedder is touched here; callers pass scores and calla
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from .buckets import Bucket, Moment
 from .recall_types import Admission, Candidate, MomentHit
 
 __all__ = ["ANCHOR_SHIFT", "admit", "dense_weight_for", "discriminative_terms", "fuse", "group_by_bucket",
-           "is_cjk_text"]
+           "is_cjk_text", "lift_by_context"]
 
 # CJK ideographs, kana and hangul: the scripts jieba (not whitespace) tokenises and MiniLM cannot read.
 _CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]")
@@ -127,6 +129,12 @@ def group_by_bucket(hits: Sequence[MomentHit], buckets: Mapping[str, Bucket]) ->
     return [Candidate(c.bucket, c.best, c.hits, c.fused, rank=i) for i, c in enumerate(cands, 1)]
 
 
+@lru_cache(maxsize=8)
+def _casefolded(words: tuple[str, ...]) -> frozenset[str]:
+    """The stop words, case-folded once per config rather than once per candidate (admit runs per candidate)."""
+    return frozenset(w.casefold() for w in words)
+
+
 def _query_terms(terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any,
                  keep_unseen: bool) -> list[str]:
     """Query terms long enough to mean something, minus stop words and terms common in the space.
@@ -135,7 +143,7 @@ def _query_terms(terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any,
     letters or digits. Every term needs ``idf(term) >= retrieval.min_idf``, except that with
     ``keep_unseen`` a term no moment contains (idf 0) is kept too.
     """
-    stop = {s.casefold() for s in cfg.lexical.stop_words}
+    stop = _casefolded(tuple(cfg.lexical.stop_words))
     out: list[str] = []
     for raw in terms:
         t = raw.strip().casefold()
@@ -149,6 +157,33 @@ def _query_terms(terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any,
         if long_enough and (score >= cfg.retrieval.min_idf or (keep_unseen and score == 0.0)):
             out.append(t)
     return out
+
+
+def lift_by_context(cands: Sequence[Candidate], edges: Iterable[Any], share: float) -> list[Candidate]:
+    """Let a candidate borrow a share of its conversational neighbour's score (DESIGN §12).
+
+    A reply often answers what the turn before it asked ("how long have you played piano?" /
+    "about four months"), so the query matches the neighbour, not the answer. Along each
+    ``context_of`` edge joining two candidates, each end gains ``share × confidence ×`` the
+    other's fused score (its best neighbour's, not a sum). Only candidates already found move:
+    none is added, so admission still asks every bucket for its own topic evidence. The lifted
+    score becomes the candidate's ``fused``; ranks are renumbered, ties broken by bucket id.
+    """
+    cands = list(cands)
+    if share <= 0 or len(cands) < 2:
+        return cands
+    base = {c.bucket.id: max(0.0, c.fused) for c in cands}
+    lift: dict[str, float] = {}
+    for e in edges:
+        if e.relation != "context_of" or e.from_id not in base or e.to_id not in base:
+            continue
+        for a, b in ((e.from_id, e.to_id), (e.to_id, e.from_id)):
+            lift[a] = max(lift.get(a, 0.0), share * e.confidence * base[b])
+    if not lift:
+        return cands
+    moved = [dataclasses.replace(c, fused=c.fused + lift.get(c.bucket.id, 0.0)) for c in cands]
+    moved.sort(key=lambda c: (-c.fused, c.bucket.id))
+    return [dataclasses.replace(c, rank=i) for i, c in enumerate(moved, 1)]
 
 
 def discriminative_terms(terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any) -> list[str]:

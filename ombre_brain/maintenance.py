@@ -75,8 +75,11 @@ def check_space(store, space: str) -> dict:
     with_moments = {r["bucket_id"] for r in rows}
     chroma_ids = set(store.chroma.all_ids(space))
     missing = sorted(set(ledger_text) - chroma_ids)
-    # Chroma ids of unfinished buckets are the reconcile's business, not orphans.
-    orphans = sorted(i for i in chroma_ids - set(ledger_text) if states.get(_bucket_of(i), "committed") == "committed")
+    without = committed - with_moments
+    # Chroma ids of unfinished buckets are the reconcile's; those of buckets whose moment rows are being
+    # rebuilt are theirs again afterwards: neither is an orphan.
+    orphans = sorted(i for i in chroma_ids - set(ledger_text)
+                     if states.get(_bucket_of(i), "committed") == "committed" and _bucket_of(i) not in without)
     present = sorted(set(ledger_text) & chroma_ids)
     stale = []
     for i in range(0, len(present), DOC_CHUNK):
@@ -94,7 +97,7 @@ def check_space(store, space: str) -> dict:
         "missing_in_chroma": missing,
         "orphans_in_chroma": orphans,
         "stale_in_chroma": sorted(stale),
-        "buckets_without_moments": sorted(committed - with_moments),
+        "buckets_without_moments": sorted(without),
         "orphan_moment_rows": sorted(r["id"] for r in rows if r["bucket_id"] not in states),
         "dangling_edges": [(e["from_id"], e["to_id"], e["relation"]) for e in edges
                            if e["from_id"] not in states or e["to_id"] not in states],

@@ -1,4 +1,4 @@
-"""Backup, restore and migration: a portable JSONL export, and Ombre-Brain markdown buckets.
+"""Backup and restore: a portable, versioned JSONL export of one space, and its import.
 
 Export format, version 1 (one JSON object per line, UTF-8)::
 
@@ -17,32 +17,11 @@ An import checks every line before it writes anything and names each bad line; i
 so importing the same file again changes nothing (identical buckets are skipped, differing
 ones are replaced by the file's version). ``--space`` imports into another space.
 
-Ombre-Brain markdown (``--from ombre-md``): one ``.md`` file per memory, YAML frontmatter
-then the body. Mapping onto DESIGN §3:
-
-- ``name`` -> ``title``; the body (with its ``### section`` headings) -> ``body``, verbatim.
-- ``tags`` -> ``tags``; each ``domain`` entry becomes one more tag ``domain:<name>``
-  (Ombre-Brain's placeholder domain 未分类, "unclassified", is dropped).
-- ``valence``, ``arousal``, ``importance``, ``pinned``, ``protected``, ``anchor``, ``resolved``,
-  ``digested``, ``archived``, ``created``, ``last_active``, ``activation_count``, ``comments``:
-  same names. A file under an ``archive/`` folder is archived.
-- ``type``: dynamic, permanent and feel keep their name; any other type (plan, letter, …) is
-  stored as ``dynamic`` with a tag ``ombre_type:<type>``. Without a type the folder decides
-  (``permanent/``, ``feel/``), else dynamic.
-- ``id`` is kept when it is a legal id, otherwise (or when missing) a stable id is derived
-  from it (or from the file's relative path), so a second run finds the same buckets.
-- Times without a UTC offset are read in ``naive_tz`` (UTC unless the caller says otherwise);
-  a file without ``created`` takes its modification time.
-- ``source`` is ``ombre-md:<relative path>``, so a purged memory is refused if migrated again.
-- Other frontmatter keys are not mapped; the report lists them.
-
-A file that cannot be read or mapped is reported with its path and reason; the others are
-imported.
+Migration from Ombre-Brain's markdown buckets (``--from ombre-md``) lives in :mod:`.ombre_md`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -51,16 +30,13 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone, tzinfo
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-import yaml
-
 from .buckets import Bucket, bucket_from_dict, validate_space
-from .config import load_yaml_text
 from .errors import ConflictError, NotFoundError, ValidationError
-from .store.bucket_store import RELATIONS
+from .store.bucket_store import RELATIONS, VISIBLE
 
 FORMAT = "ombre-brain-export"
 VERSION = 1
@@ -69,11 +45,6 @@ EDGE_FIELDS = ("space", "from_id", "to_id", "relation", "confidence")
 MAX_SHOWN = 25  # problems listed in an error message; the report object keeps all of them
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
-UNCLASSIFIED_DOMAINS = frozenset({"未分类", "unclassified", ""})
-OMBRE_TYPES = ("dynamic", "permanent", "feel")
-OMBRE_FLAGS = ("pinned", "protected", "anchor", "resolved", "digested", "archived")
-OMBRE_MAPPED = frozenset({"id", "name", "tags", "domain", "valence", "arousal", "importance", "type", "created",
-                          "last_active", "updated", "activation_count", "comments", *OMBRE_FLAGS})
 
 
 @dataclass(frozen=True)
@@ -173,14 +144,16 @@ def _suppressed(brain, bucket: Mapping) -> bool:
 def export_rows(brain, space: str) -> tuple[dict, list[dict]]:
     """The export of one space as (header, rows), without writing anything."""
     validate_space(space)
-    with _snapshot(brain.ledger) as conn:
+    facts_store = _facts_store(brain)  # made first: creating it runs DDL, which would end the snapshot below
+    with _snapshot(brain.ledger) as conn:  # the facts store joins this read transaction: one consistent view
         known = conn.execute("SELECT model_id FROM spaces WHERE space = ?", (space,)).fetchone()
         buckets = [json.loads(r["data"]) for r in conn.execute(
-            "SELECT data FROM buckets WHERE space = ? AND state = 'committed' ORDER BY seq", (space,))]
+            f"SELECT data FROM buckets WHERE space = ? AND {VISIBLE} ORDER BY seq", (space,))]
         edges = [dict(r) for r in conn.execute(
             "SELECT from_id, to_id, relation, confidence FROM edges WHERE space = ? ORDER BY from_id, to_id, relation",
             (space,))]
-    facts = _facts_export(brain, space)
+        export = getattr(facts_store, "export", None)
+        facts = list(export(space)) if callable(export) else []
     if known is None and not buckets and not facts:
         spaces = ", ".join(brain.spaces()) or "none"
         raise NotFoundError(f"space {space!r} has nothing to export (spaces in this store: {spaces})")
@@ -197,19 +170,25 @@ def export_rows(brain, space: str) -> tuple[dict, list[dict]]:
     return header, rows
 
 
-def _facts_export(brain, space: str) -> list[dict]:
+def _facts_store(brain):
     try:
-        facts = brain.facts
+        return brain.facts
     except (ImportError, AttributeError):  # the facts capability is not part of this build
-        return []
-    export = getattr(facts, "export", None)
-    return list(export(space)) if callable(export) else []
+        return None
 
 
 def export_space(brain, space: str, out: str | Path | IO[str], *, progress: Callable[[int], None] | None = None
                  ) -> dict:
     """Write one space as JSONL to a path (atomically), ``-`` (stdout) or a text stream; returns the header."""
     header, rows = export_rows(brain, space)
+    write_export(header, rows, out, progress=progress)
+    return header
+
+
+def write_export(header: dict, rows: list[dict], out: str | Path | IO[str], *,
+                 progress: Callable[[int], None] | None = None) -> None:
+    """Write what :func:`export_rows` gave, atomically when ``out`` is a path."""
+    space = header["space"]
 
     def write(stream: IO[str]) -> None:
         stream.write(_line(header))
@@ -239,7 +218,6 @@ def export_space(brain, space: str, out: str | Path | IO[str], *, progress: Call
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-    return header
 
 
 def _line(obj: Mapping) -> str:
@@ -431,7 +409,7 @@ def import_jsonl(brain, path: str | Path, *, space: str | None = None,
     model = parsed.header.get("model_id")
     if parsed.buckets and model and model != brain.embedder.model_id:
         report.notes.append(f"exported with {model}; re-embedded with {brain.embedder.model_id}")
-    refused_ids = _apply_buckets(brain, target, [(f"line {n}", b) for n, b in parsed.buckets], report, progress)
+    refused_ids = apply_buckets(brain, target, [(f"line {n}", b) for n, b in parsed.buckets], report, progress)
     existing = {(e.from_id, e.to_id, e.relation): e.confidence for e in brain.store.edges(target)}
     for n, e in parsed.edges:
         if e["from_id"] in refused_ids or e["to_id"] in refused_ids:
@@ -446,7 +424,7 @@ def import_jsonl(brain, path: str | Path, *, space: str | None = None,
     return report
 
 
-def _apply_buckets(brain, space: str, items: list[tuple[str, Bucket]], report: ImportReport,
+def apply_buckets(brain, space: str, items: list[tuple[str, Bucket]], report: ImportReport,
                    progress: Callable[[int], None] | None) -> set[str]:
     """Create new ids, replace differing ones, skip identical ones; returns the ids refused as suppressed."""
     check = getattr(brain, "_check_suppressed", None)
@@ -493,10 +471,7 @@ def _apply_buckets(brain, space: str, items: list[tuple[str, Bucket]], report: I
 
 
 def _apply_facts(brain, space: str, facts: list[tuple[int, dict]], report: ImportReport) -> None:
-    try:
-        store = brain.facts
-    except (ImportError, AttributeError):
-        store = None
+    store = _facts_store(brain)
     restore = getattr(store, "restore", None)
     if not callable(restore):
         report.problems += [Problem(f"line {n}", "this build cannot restore facts (FactsStore.restore is missing)")
@@ -504,242 +479,6 @@ def _apply_facts(brain, space: str, facts: list[tuple[int, dict]], report: Impor
         return
     result = restore(space, [f for _, f in facts])
     report.facts += int(result if isinstance(result, int) else len(facts))
-
-
-# ---------------------------------------------------------------- Ombre-Brain markdown
-
-
-class _Bad(Exception):
-    """A markdown file that cannot be mapped; the message is the reason shown to the user."""
-
-
-def _split_frontmatter(text: str) -> tuple[str, str, int]:
-    """(frontmatter, body, body's first line number) of a ``---`` fenced markdown file."""
-    lines = text.splitlines(keepends=True)
-    if not lines or lines[0].strip() != "---":
-        raise _Bad("no YAML frontmatter: the file must start with a '---' line")
-    for i in range(1, len(lines)):
-        if lines[i].strip() in ("---", "..."):
-            return "".join(lines[1:i]), "".join(lines[i + 1:]), i + 2
-    raise _Bad("the frontmatter is never closed: no second '---' line")
-
-
-def _load_frontmatter(fm: str) -> dict:
-    try:
-        data = load_yaml_text(fm)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 2}" if mark else ""  # +1 for 1-based, +1 for the opening '---'
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise _Bad(f"invalid YAML frontmatter{where}: {problem}") from None
-    if data is None:
-        raise _Bad("the frontmatter is empty (it needs at least a name)")
-    if not isinstance(data, dict):
-        raise _Bad(f"the frontmatter must be a mapping of keys, got a {type(data).__name__}")
-    return {str(k): v for k, v in data.items()}
-
-
-def _time(value: Any, key: str, naive_tz: tzinfo) -> str | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        dt = value
-    elif isinstance(value, date):
-        dt = datetime(value.year, value.month, value.day)
-    elif isinstance(value, str):
-        try:
-            dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise _Bad(f"{key}: expected an ISO-8601 time like 2026-11-30T20:00:00+08:00, got {value!r}") from None
-    else:
-        raise _Bad(f"{key}: expected a time, got {type(value).__name__}")
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=naive_tz)
-    return dt.isoformat()
-
-
-def _number(value: Any, key: str, lo: float, hi: float, integer: bool = False) -> float | int | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            raise _Bad(f"{key}: expected a number between {lo:g} and {hi:g}, got {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        raise _Bad(f"{key}: expected a number between {lo:g} and {hi:g}, got {json.dumps(value, default=str)[:40]}")
-    if not lo <= value <= hi:
-        raise _Bad(f"{key}: expected a number between {lo:g} and {hi:g}, got {value:g}")
-    if integer:
-        if not float(value).is_integer():
-            raise _Bad(f"{key}: expected a whole number between {lo:g} and {hi:g}, got {value:g}")
-        return int(value)
-    return float(value)
-
-
-def _flag(value: Any, key: str) -> bool:
-    if value is None:
-        return False
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "1", "false", "no", "0", ""):
-        return value.strip().lower() in ("true", "yes", "1")
-    raise _Bad(f"{key}: expected true or false, got {json.dumps(value, ensure_ascii=False, default=str)[:40]}")
-
-
-def _strings(value: Any, key: str) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [s.strip() for s in re.split(r"[,，]", value) if s.strip()]
-    if isinstance(value, list | tuple):
-        out = []
-        for v in value:
-            if isinstance(v, dict | list):
-                raise _Bad(f"{key}: expected a list of words, got an item {json.dumps(v, ensure_ascii=False)[:40]}")
-            if v is not None and str(v).strip():
-                out.append(str(v).strip())
-        return out
-    raise _Bad(f"{key}: expected a list of words, got {type(value).__name__}")
-
-
-def _comments(value: Any, naive_tz: tzinfo) -> list[dict]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        value = [value]
-    out = []
-    for i, c in enumerate(value):
-        if isinstance(c, str):
-            out.append({"author": "unknown", "content": c})
-        elif isinstance(c, dict):
-            content = c.get("content", c.get("text", c.get("comment")))
-            if not isinstance(content, str) or not content.strip():
-                raise _Bad(f"comments[{i}]: expected a content text")
-            author = c.get("author", c.get("by", c.get("who"))) or "unknown"
-            created = _time(c.get("created", c.get("time", c.get("at"))), f"comments[{i}].created", naive_tz)
-            out.append({"author": str(author), "content": content, **({"created": created} if created else {})})
-        else:
-            raise _Bad(f"comments[{i}]: expected a text or {{author, created, content}}")
-    return out
-
-
-def _derived_id(seed: str) -> str:
-    return "omd-" + hashlib.sha256(seed.encode()).hexdigest()[:16]
-
-
-def ombre_md_fields(path: Path, root: Path, space: str, *, naive_tz: tzinfo = timezone.utc) -> tuple[dict, list[str]]:
-    """Map one Ombre-Brain markdown file onto §3 fields; returns (fields, unmapped keys). Raises _Bad."""
-    raw = path.read_bytes()
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _Bad(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
-    fm_text, body, _ = _split_frontmatter(text)
-    fm = _load_frontmatter(fm_text)
-    rel = path.relative_to(root).as_posix()
-    folders = {p.lower() for p in path.relative_to(root).parts[:-1]}
-
-    name = fm.get("name")
-    if name is None or (isinstance(name, str) and not name.strip()):
-        raise _Bad("the frontmatter has no name (Ombre-Brain's title field)")
-    if isinstance(name, dict | list):
-        raise _Bad("name: expected a text")
-    raw_id = fm.get("id")
-    if raw_id is None or str(raw_id).strip() == "":
-        bid = _derived_id(rel)
-    else:
-        bid = str(raw_id).strip()
-        if not _ID_RE.match(bid):
-            bid = _derived_id(bid)
-    tags = _strings(fm.get("tags"), "tags")
-    tags += [f"domain:{d}" for d in _strings(fm.get("domain"), "domain") if d not in UNCLASSIFIED_DOMAINS]
-    otype = fm.get("type")
-    if otype is None or otype == "":
-        otype = "permanent" if "permanent" in folders else "feel" if "feel" in folders else "dynamic"
-    if not isinstance(otype, str):
-        raise _Bad(f"type: expected a text, got {json.dumps(otype, default=str)[:40]}")
-    btype = otype.strip().lower()
-    if btype not in OMBRE_TYPES:
-        tags.append(f"ombre_type:{btype}")
-        btype = "dynamic"
-    seen: set[str] = set()
-    tags = [t for t in tags if not (t.lower() in seen or seen.add(t.lower()))]
-    created = _time(fm.get("created"), "created", naive_tz)
-    if created is None:  # the file's own time, so a second run maps the file to the same bucket
-        created = datetime.fromtimestamp(int(path.stat().st_mtime), timezone.utc).isoformat()
-    last_active = _time(fm.get("last_active"), "last_active", naive_tz) or created
-    data: dict[str, Any] = {
-        "id": bid, "space": space, "title": str(name).strip(), "body": body.strip("\n").rstrip(), "tags": tags,
-        "type": btype, "source": f"ombre-md:{rel}", "origin": "user",
-        **{f: _flag(fm.get(f), f) for f in OMBRE_FLAGS},
-        "comments": _comments(fm.get("comments"), naive_tz),
-    }
-    if "archive" in folders:
-        data["archived"] = True
-    for key, lo, hi, integer in (("valence", 0, 1, False), ("arousal", 0, 1, False), ("importance", 1, 10, True),
-                                 ("activation_count", 0, 10**9, True)):
-        v = _number(fm.get(key), key, lo, hi, integer)
-        if v is not None:
-            data[key] = v
-    data["created"] = created
-    data["updated"] = _time(fm.get("updated"), "updated", naive_tz) or last_active
-    data["last_active"] = last_active
-    return data, sorted(set(fm) - OMBRE_MAPPED)
-
-
-def import_ombre_md(brain, folder: str | Path, *, space: str, naive_tz: tzinfo = timezone.utc,
-                    progress: Callable[[int], None] | None = None) -> ImportReport:
-    """Migrate a folder of Ombre-Brain markdown buckets into ``space``; bad files are reported, not skipped."""
-    validate_space(space)
-    root = Path(folder)
-    if not root.is_dir():
-        raise ValidationError(f"{root}: no such folder (--from ombre-md takes the folder of .md buckets)")
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() == ".md")
-    if not files:
-        raise ValidationError(f"{root}: no .md files found")
-    report = ImportReport(source=str(root), space=space)
-    parsed: list[tuple[Path, Bucket]] = []
-    unmapped: dict[str, int] = {}
-    validate = getattr(brain, "_validated", None)
-    for path in files:
-        try:
-            data, extra = ombre_md_fields(path, root, space, naive_tz=naive_tz)
-            bucket = validate(data, None) if callable(validate) else bucket_from_dict(data, limits=brain.limits)
-        except _Bad as exc:
-            report.problems.append(Problem(str(path), str(exc)))
-        except ValidationError as exc:
-            report.problems.append(Problem(str(path), exc.message))
-        except OSError as exc:
-            report.problems.append(Problem(str(path), f"cannot read: {exc.strerror}"))
-        else:
-            parsed.append((path, bucket))
-            for k in extra:
-                unmapped[k] = unmapped.get(k, 0) + 1
-            continue
-        if progress is not None:
-            progress(1)
-    by_id: dict[str, list[Path]] = {}
-    for path, bucket in parsed:
-        by_id.setdefault(bucket.id, []).append(path)
-    items: list[tuple[str, Bucket]] = []
-    for path, bucket in parsed:  # two files claiming one id: neither wins silently
-        others = [str(p) for p in by_id[bucket.id] if p != path]
-        if others:
-            report.problems.append(Problem(str(path), f"id {bucket.id!r} is also used by {', '.join(others)}"))
-            if progress is not None:
-                progress(1)
-        else:
-            items.append((str(path), bucket))
-    if unmapped:
-        shown = ", ".join(f"{k} ({n} file{'s' if n != 1 else ''})" for k, n in sorted(unmapped.items()))
-        report.notes.append(f"frontmatter keys not mapped: {shown}")
-    _apply_buckets(brain, space, items, report, progress)
-    return report
 
 
 # ---------------------------------------------------------------- CLI
@@ -758,7 +497,7 @@ def cmd_export(args) -> int:
         header, rows = export_rows(brain, args.space)
         bar = _progress_bar(len(rows), "export")
         try:
-            header = export_space(brain, args.space, args.out, progress=bar.update)
+            write_export(header, rows, args.out, progress=bar.update)
         finally:
             bar.close()
     c = header["counts"]
@@ -788,6 +527,8 @@ def cmd_import(args) -> int:
         bar = _progress_bar(_count_rows(path, fmt), "import")
         try:
             if fmt == "ombre-md":
+                from .ombre_md import import_ombre_md
+
                 report = import_ombre_md(brain, path, space=args.space, progress=bar.update)
             else:
                 report = import_jsonl(brain, path, space=args.space, progress=bar.update)
@@ -799,5 +540,5 @@ def cmd_import(args) -> int:
 
 __all__ = [
     "FORMAT", "VERSION", "ImportProblems", "ImportReport", "Problem", "export_rows", "export_space",
-    "import_jsonl", "import_ombre_md", "ombre_md_fields", "parse_export",
+    "apply_buckets", "import_jsonl", "parse_export", "write_export",
 ]

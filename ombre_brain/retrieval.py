@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Sequence
 from time import perf_counter
 
-from .fusion import admit, dense_weight_for, fuse, group_by_bucket, is_cjk_text
+from .fusion import admit, dense_weight_for, fuse, group_by_bucket, is_cjk_text, lift_by_context
 from .recall_types import Candidate, QueryPlan
 
 
@@ -54,6 +54,9 @@ class Retriever:
                     anchor_bonus=rc.fusion.anchor_bonus)
         buckets = self.store.get_many(space, {m.bucket_id for m in moments.values()})
         cands = group_by_bucket(hits, buckets)
+        if rc.fusion.context_share > 0 and len(cands) > 1:
+            edges = self.store.edges(space, [c.bucket.id for c in cands])
+            cands = lift_by_context(cands, edges, rc.fusion.context_share)
         idx = self.store.lexical(space)
         query_is_cjk = is_cjk_text(query)
         cands = [dataclasses.replace(c, admission=admit(

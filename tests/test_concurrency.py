@@ -3,7 +3,8 @@
 Writes, reads, lists, edits, deletes, purges, edges and turns interleave; afterwards every
 count and invariant is exact: no acknowledged write lost, no duplicate bucket, every edit's
 last value kept, no edge to a missing bucket, one round per turn in every session, and the
-ledger, Chroma and the lexical index agree.
+ledger, Chroma and the lexical index agree. All threads also edit (each its own field) and
+read the shared buckets, so edits of one bucket race each other and its readers.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ SPACE = "haven:busy"
 THREADS, OPS = 8, 200
 SHARED = ["我们一起看的那场雨", "The night we got lost in Kyoto", "外婆做的红烧肉", "Her favourite blue scarf"]
 KEY_ENV = "OMBRE_TEST_PURGE_KEY"
+OWN_FIELD = ["importance", "valence", "arousal", "pinned", "protected", "anchor", "resolved", "digested"]
 
 
 @pytest.fixture
@@ -46,6 +48,7 @@ class Worker(threading.Thread):
         self.shared: dict[int, set[str]] = {}  # shared content index -> ids the server answered
         self.turns: Counter = Counter()        # session -> acknowledged turns
         self.edges: set[tuple[str, str]] = set()
+        self.shared_fields: dict[str, tuple[str, object]] = {}  # shared id -> (this thread's field, last value)
         self.errors: list[str] = []
         self.ops: Counter = Counter()
 
@@ -110,6 +113,19 @@ class Worker(threading.Thread):
             if got and got["importance"] != self.own[bid]:
                 self.errors.append(f"get {bid}: importance {got['importance']} != acknowledged {self.own[bid]}")
             self.ops["get"] += 1
+        elif r < 0.70 and self.shared:
+            bid = next(iter(self.shared[self.rng.choice(sorted(self.shared))]))
+            if self.rng.random() < 0.6:  # each thread edits its own field of the shared buckets
+                field = OWN_FIELD[self.n]
+                value = self.rng.randint(1, 10) if field == "importance" else (
+                    round(self.rng.random(), 3) if field in ("valence", "arousal") else self.rng.random() < 0.5)
+                if self.expect(c.patch(f"/v1/buckets/{bid}", params={"space": SPACE}, json={field: value}), 200,
+                               "shared patch") is not None:
+                    self.shared_fields[bid] = (field, value)
+                self.ops["shared patch"] += 1
+            else:  # a bucket others are editing right now never reads as missing
+                self.expect(c.get(f"/v1/buckets/{bid}", params={"space": SPACE}), 200, "shared get")
+                self.ops["shared get"] += 1
         elif r < 0.72:
             self.expect(c.get("/v1/buckets", params={"space": SPACE, "limit": 1000}), 200, "list")
             self.ops["list"] += 1
@@ -144,7 +160,8 @@ def test_eight_threads_two_hundred_mixed_ops(busy_server):
     assert errors == [], errors[:10]
     ops = sum((w.ops for w in workers), Counter())
     assert sum(ops.values()) == THREADS * OPS
-    assert all(ops[k] > 0 for k in ("create", "shared", "patch", "delete", "purge", "get", "list", "edge", "turn"))
+    assert all(ops[k] > 0 for k in ("create", "shared", "patch", "delete", "purge", "get", "list", "edge", "turn",
+                                             "shared patch", "shared get"))
 
     brain = busy_server.brain
     shared_ids: dict[int, set[str]] = {}
@@ -162,6 +179,9 @@ def test_eight_threads_two_hundred_mixed_ops(busy_server):
     assert not gone & set(stored)
     for bid, importance in own.items():                 # the last acknowledged edit wins
         assert stored[bid].importance == importance, bid
+    for w in workers:                                   # concurrent edits of other fields never undo each other
+        for bid, (field, value) in w.shared_fields.items():
+            assert getattr(stored[bid], field) == value, (bid, field)
     dup = brain.ledger.query("SELECT content_hash, COUNT(*) n FROM buckets WHERE space = ? GROUP BY content_hash "
                              "HAVING n > 1", (SPACE,))
     assert [tuple(r) for r in dup] == []

@@ -6,6 +6,9 @@ committed bucket has exactly its moments in Chroma, and Chroma holds nothing of 
 ledger does not know (so recovery always has what it needs). Then, after ``Brain.open`` has
 reconciled, ``doctor`` finds Chroma, the lexical index and the ledger in agreement, every
 acknowledged write is there with its acknowledged content, and every acknowledged delete is gone.
+A second test makes the child kill itself at each step of the write protocol in turn (after the
+ledger record, before the commit, mid-update, mid-delete) and checks that reopening finishes it.
+Both run on embedded Chroma; the random one also against a real `chroma run`.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from ombre_brain import Brain
 from ombre_brain import dream_compose as C
 from ombre_brain.buckets import Bucket
 from ombre_brain.budget import estimate_tokens
+from ombre_brain.dream import DREAM_REASONS
 
 TZ = timezone(timedelta(hours=8))
 T = datetime(2026, 11, 30, 20, 0, tzinfo=TZ)
@@ -90,6 +91,10 @@ def test_a_dream_is_composed_from_material_and_stored_with_all_fields(brain, cli
     for f in fragments:
         assert any(f.rstrip("…") in (b.main_text + b.title) for b in sources.values()), f
     assert estimate_tokens(d["body"]) <= brain.config.gateway.budgets.dream
+
+    [seen] = brain.dream_engine.inspect(S, "海边", now=T)  # what the debug pages list, claiming nothing
+    assert seen["state"] == "latent" and seen["composer"] == "collage" and seen["bucket"]["id"] == run.dream_id
+    assert seen["resonance"]["cue_source"] == "contained" and seen["resonance"]["score"] >= 0.96
 
     with caplog.at_level(logging.INFO, logger="ombre_brain"):
         assert brain.dream(S, now=T) is None  # the same material again: nothing new to dream
@@ -199,7 +204,8 @@ def test_non_resonant_turns_leave_it_latent_count_near_misses_and_drop_it(brain)
         assert dream_items(t) == []
         b = brain.get(S, did)
         assert b.surfaced is False and b.surface_attempts == n
-    assert t.debug["trace"][did]["runtime_gate"]["reason"] == "dream_dropped"
+    assert t.debug["trace"][did]["runtime_gate"]["reason"] == "dream_dropped" and "dream_dropped" in DREAM_REASONS
+    assert entry["runtime_gate"]["reason"] == "dream_below_threshold" and "dream_below_threshold" in DREAM_REASONS
     assert state_row(brain, did)["state"] == "dropped"
 
     t = brain.turn(S, "s2", "那座灯塔还在吗", now=T + timedelta(hours=1))  # would resonate, but it is gone

@@ -245,6 +245,17 @@ def test_new_material_under_a_purged_target_is_a_new_purge(fbrain):
     assert second["payload"]["deleted"]["buckets"] == 1 and fbrain.get(A, bid) is None
 
 
+def test_activity_after_a_whole_space_purge_is_purged_again_with_a_new_receipt(fbrain):
+    fbrain.write(space=A, title="glimmerwick")
+    first = fbrain.purge(A, whole_space=True)
+    fbrain.turn(A, session="s9", query="do you remember the glimmerwick?")  # a session trace, no bucket
+    second = fbrain.purge(A, whole_space=True)
+    assert second["payload"]["purge_id"] != first["payload"]["purge_id"]
+    assert second["payload"]["deleted"]["sessions"] >= 1 and second["payload"]["deleted"]["buckets"] == 0
+    assert fbrain.purge(A, whole_space=True) == second
+    assert "glimmerwick" not in ledger_dump(fbrain)
+
+
 def test_purge_of_unknown_ids_is_an_honest_empty_receipt(fbrain):
     r = fbrain.purge(A, bucket_ids=["never-was"])
     assert r["payload"]["deleted"]["buckets"] == 0 and independent_check(r, SECRET)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ombre_brain.maintenance import doctor
-from ombre_brain.portability import import_ombre_md, ombre_md_fields
+from ombre_brain.ombre_md import import_ombre_md, ombre_md_fields
 
 SPACE = "haven:xiaoyu"
 

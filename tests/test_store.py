@@ -39,8 +39,8 @@ def make_fields(i: int, rng: random.Random) -> dict:
         tags = [ZH_PLACES[b], ZH_THINGS[(a + c) % 10]]
     else:
         word = nonce(i)
-        title = f"The {word} evening"
-        body = f"We talked about {word} at the {EN_PLACES[b]}."
+        title = f"We talked about {word} at the {EN_PLACES[b]}"
+        body = "" if i % 10 != 1 else f"The {word} evening went on until the lights went out."
         tags = [word, EN_PLACES[b]]
     fields: dict = {
         "id": f"b{i:03d}", "title": title, "body": body, "tags": tags,
@@ -98,7 +98,7 @@ def test_200_buckets_roundtrip_and_find_by_own_words(mode_brain, brain_path, sto
         for f in inputs[::5]:  # 40 buckets, Chinese and English
             lex = store.lexical_search(SPACE, store.tokens(f["title"]), 5)
             assert own_hit(brain, SPACE, f["id"], lex), (f["title"], lex)
-            text = f["body"].split("\n")[1] if "###" in f["body"] else f["body"]
+            text = f["body"].split("\n")[1] if "###" in f["body"] else f["body"] or f["title"]
             vec = store.vector_search(SPACE, brain.embedder.query(text), 10)
             assert own_hit(brain, SPACE, f["id"], vec), (f["title"], vec)
 

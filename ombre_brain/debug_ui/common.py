@@ -27,15 +27,24 @@ def json_body() -> dict:
     if not raw:
         raise ValidationError("expected a JSON object body, got an empty body", code="bad_json")
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, parse_constant=_no_constant)
     except UnicodeDecodeError:
         raise ValidationError("body is not UTF-8", code="bad_json") from None
     except json.JSONDecodeError as exc:
         raise ValidationError(f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
                               code="bad_json") from None
+    try:  # a \ud800 escape decodes to a lone surrogate, which no store, model or answer can encode
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("body holds an unpaired UTF-16 surrogate escape (such as \\ud800); send valid "
+                              "Unicode", code="bad_json") from None
     if not isinstance(data, dict):
         raise ValidationError(f"expected a JSON object, got {type(data).__name__}", code="bad_json")
     return data
+
+
+def _no_constant(name: str):
+    raise json.JSONDecodeError(f"{name} is not valid JSON (numbers must be finite)", name, 0)
 
 
 def _token_rules() -> list[tuple[str, Any]]:

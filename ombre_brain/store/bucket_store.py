@@ -2,9 +2,11 @@
 
 The ledger is the write-ahead record: a bucket row goes in as ``pending`` with its moments
 (and their lexical tokens) in one transaction, Chroma is written next, then the row flips to
-``committed``. Readers only ever see committed rows, and :meth:`BucketStore.reconcile`
-rolls pending writes forward and finishes pending deletes on open. So after a crash at any
-point a bucket is whole in all three places or in none.
+``committed``. An update does the same through ``updating``, a row readers already see (the
+new version), so an edited bucket never reads as missing; changes to one bucket are serialised
+by :meth:`BucketStore.bucket_lock`. Readers never see ``pending`` or ``deleting`` rows, and
+:meth:`BucketStore.reconcile` rolls pending and updating writes forward and finishes pending
+deletes on open. So after a crash at any point a bucket is whole in all three places or in none.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import logging
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -29,6 +32,10 @@ from .ledger import Ledger
 
 log = logging.getLogger("ombre_brain")
 
+BUCKET_LOCK_STRIPES = 64
+# What readers see: committed buckets, and buckets being updated (their new version, already in the
+# ledger), so a bucket never reads as missing while someone edits it.
+VISIBLE = "state IN ('committed', 'updating')"
 STORE_META_SCHEMA = "CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
 CHROMA_BATCH = 4000  # moments per Chroma upsert in write_many
 RELATIONS = ("same_event", "context_of", "evidenced_by", "relates_to", "old_version", "conflict", "dream_ring")
@@ -68,8 +75,25 @@ class BucketStore:
         self._lexical: dict[str, object] = {}
         self._lock = threading.RLock()
         self._checked_spaces: set[str] = set()
+        self._bucket_locks = [threading.RLock() for _ in range(BUCKET_LOCK_STRIPES)]
 
     # ------------------------------------------------------------ plumbing
+
+    @contextmanager
+    def bucket_lock(self, space: str, bucket_ids: Iterable[str]) -> Iterator[None]:
+        """Serialise changes to the same buckets within this process (striped, reentrant, deadlock-free).
+
+        Two updates of one bucket, or an update racing a delete, would otherwise interleave their
+        ledger and Chroma steps: the loser gets a false 404, or Chroma keeps moments of a deleted bucket.
+        """
+        stripes = sorted({hash((space, b)) % BUCKET_LOCK_STRIPES for b in bucket_ids})
+        for i in stripes:
+            self._bucket_locks[i].acquire()
+        try:
+            yield
+        finally:
+            for i in reversed(stripes):
+                self._bucket_locks[i].release()
 
     def store_id(self) -> str:
         """This data directory's random id, made once; it namespaces collections on a shared Chroma server."""
@@ -282,11 +306,16 @@ class BucketStore:
 
     def _commit(self, space: str, bucket_id: str) -> None:
         with self.ledger.tx() as c:
-            c.execute("UPDATE buckets SET state = 'committed' WHERE space = ? AND id = ? AND state = 'pending'",
+            c.execute("UPDATE buckets SET state = 'committed' WHERE space = ? AND id = ? AND state IN ('pending', "
+                      "'updating')",
                       (space, bucket_id))
 
     def update(self, bucket: Bucket) -> None:
         """Replace a bucket's fields; its moments are rebuilt and re-embedded."""
+        with self.bucket_lock(bucket.space, [bucket.id]):
+            self._update(bucket)
+
+    def _update(self, bucket: Bucket) -> None:
         self.ensure_space(bucket.space)
         old_ids = [r["id"] for r in self.ledger.query("SELECT id FROM moments WHERE space = ? AND bucket_id = ?",
                                                       (bucket.space, bucket.id))]
@@ -297,7 +326,7 @@ class BucketStore:
                 raise NotFoundError(f"no bucket {bucket.id!r} in space {bucket.space!r}")
             c.execute("DELETE FROM buckets WHERE space = ? AND id = ?", (bucket.space, bucket.id))
             c.execute("DELETE FROM moments WHERE space = ? AND bucket_id = ?", (bucket.space, bucket.id))
-            self._insert_rows(c, bucket, moments, tokens, bucket.content_hash())
+            self._insert_rows(c, bucket, moments, tokens, bucket.content_hash(), state="updating")
         stale = sorted(set(old_ids) - {m.id for m in moments})
         self.chroma.delete(bucket.space, stale)
         self._chroma_put(bucket, moments, vectors)
@@ -329,6 +358,10 @@ class BucketStore:
         ids = list(dict.fromkeys(bucket_ids))
         if not ids:
             return []
+        with self.bucket_lock(space, ids):
+            return self._delete(space, ids)
+
+    def _delete(self, space: str, ids: list[str]) -> list[str]:
         with self.ledger.tx() as c:
             marks = ",".join("?" * len(ids))
             found = [r["id"] for r in c.execute(
@@ -408,7 +441,7 @@ class BucketStore:
     # ------------------------------------------------------------ reads
 
     def get(self, space: str, bucket_id: str) -> Bucket | None:
-        row = self.ledger.one("SELECT data FROM buckets WHERE space = ? AND id = ? AND state = 'committed'",
+        row = self.ledger.one(f"SELECT data FROM buckets WHERE space = ? AND id = ? AND {VISIBLE}",
                               (space, bucket_id))
         return bucket_from_stored(json.loads(row["data"])) if row else None
 
@@ -419,7 +452,7 @@ class BucketStore:
             chunk = ids[i:i + 900]
             marks = ",".join("?" * len(chunk))
             for r in self.ledger.query(
-                    f"SELECT data FROM buckets WHERE space = ? AND state = 'committed' AND id IN ({marks})",
+                    f"SELECT data FROM buckets WHERE space = ? AND {VISIBLE} AND id IN ({marks})",
                     (space, *chunk)):
                 b = bucket_from_stored(json.loads(r["data"]))
                 out[b.id] = b
@@ -427,7 +460,7 @@ class BucketStore:
 
     def list(self, space: str, *, type: str | None = None, limit: int = 50,
              since: str | None = None) -> list[Bucket]:
-        sql = "SELECT data FROM buckets WHERE space = ? AND state = 'committed'"
+        sql = f"SELECT data FROM buckets WHERE space = ? AND {VISIBLE}"
         params: list = [space]
         if type:
             sql += " AND type = ?"
@@ -440,7 +473,7 @@ class BucketStore:
         return [bucket_from_stored(json.loads(r["data"])) for r in self.ledger.query(sql, params)]
 
     def count(self, space: str) -> int:
-        return self.ledger.one("SELECT COUNT(*) n FROM buckets WHERE space = ? AND state = 'committed'",
+        return self.ledger.one(f"SELECT COUNT(*) n FROM buckets WHERE space = ? AND {VISIBLE}",
                                (space,))["n"]
 
     def moments(self, space: str, bucket_id: str) -> list[Moment]:
