@@ -94,7 +94,7 @@ def serve(brain, host: str, port: int, threads: int = 8) -> None:
 
     _check_bind(host, brain)
     app = create_app(brain)
-    server = create_server(app, host=host, port=port, threads=threads, max_request_body_size=
+    server = create_server(app, host=host, port=port, threads=threads, asyncore_use_poll=True, max_request_body_size=
                            brain.config.server.max_body_bytes + 1024)
     worker = getattr(brain.gateway, "start_worker", None)
     if callable(worker):

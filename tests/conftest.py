@@ -190,7 +190,7 @@ class LiveServer:
 
         self.brain = brain
         self.app = create_app(brain, env_tokens=env_tokens)
-        self.server = create_server(self.app, host="127.0.0.1", port=0, threads=8)
+        self.server = create_server(self.app, host="127.0.0.1", port=0, threads=8, asyncore_use_poll=True)
         self.port = self.server.effective_port
         self.url = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.server.run, daemon=True)

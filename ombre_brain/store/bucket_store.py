@@ -538,6 +538,7 @@ class BucketStore:
         return [Edge(r["from_id"], r["to_id"], r["relation"], r["confidence"]) for r in rows]
 
     def close(self) -> None:
+        self.chroma.close()
         self.ledger.close()
 
 

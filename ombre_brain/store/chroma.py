@@ -124,3 +124,13 @@ class ChromaBackend:
             if "space" in meta and meta.get("store", "") == self.namespace:
                 out.append(meta["space"])
         return out
+
+    def close(self) -> None:
+        """Release Chroma's files and threads (PersistentClient keeps them until the last close)."""
+        self._collections.clear()
+        close = getattr(self.client, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:  # closing twice, or a server already gone: nothing left to release
+                pass
