@@ -196,6 +196,8 @@ class Brain:
         current = self.store.get(space, bucket_id)
         if current is None:
             raise NotFoundError(f"no bucket {bucket_id!r} in space {space!r}")
+        if origin is not None and (not isinstance(origin, str) or origin not in ORIGIN_RANK):
+            raise ValidationError(f"expected one of {', '.join(ORIGIN_RANK)}, got {origin!r:.60}", field="origin")
         writer = origin or changes.get("origin") or current.origin
         if ORIGIN_RANK.get(writer, 0) < ORIGIN_RANK.get(current.origin, 0):
             touched = [k for k in PROTECTED_FIELDS if k in changes and changes[k] != getattr(current, k)]

@@ -153,7 +153,7 @@ def parse_extraction(content: str) -> list[Draft]:
             drafts.append(Draft("u", _model_fields(user, subject, layer, "user")))
     rel = data.get("relationship")
     if isinstance(rel, Mapping) and _str(rel.get("body") or rel.get("title")):
-        origin = "assistant" if rel.get("from") == "assistant" else "user"
+        origin = {"assistant": "assistant", "user": "user"}.get(rel.get("from"), "derived")  # unattributed: derived
         drafts.append(Draft("r", _model_fields(rel, "relationship", "relationship_lesson", origin)))
     return drafts
 

@@ -501,6 +501,9 @@ def test_lower_origin_cannot_overwrite_higher_text_or_flags(fbrain, fserver, fcl
     r = fclient.patch(f"/v1/buckets/{bid}", params={"space": A}, json={"origin": "assistant", "body": "changed"})
     assert r.status_code == 409 and r.json()["error"]["code"] == "provenance_refused"
     assert "body" in r.json()["error"]["message"]
+    for bad in (["user"], "root", ""):
+        r = fclient.patch(f"/v1/buckets/{bid}", params={"space": A}, json={"origin": bad, "title": "x"})
+        assert r.status_code == 400 and "origin" in r.json()["error"]["message"]
     kept = fbrain.get(A, bid)
     assert (kept.title, kept.body, kept.pinned, kept.origin) == ("I am vegetarian", "user said so", False, "user")
     # a lower origin may still add what is not the higher one's text or flags, and keeps the origin

@@ -317,3 +317,14 @@ def test_killed_mid_job_then_restarted_finishes_without_duplicates(tmp_path, sta
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def test_unattributed_relationship_fragment_is_derived():
+    from ombre_brain.ingest import parse_extraction
+
+    text = json.dumps({"relationship": {"title": "约定", "body": "以后周五一起打游戏。"}}, ensure_ascii=False)
+    drafts = parse_extraction(text)
+    assert [d.fields["origin"] for d in drafts] == ["derived"]
+    text = json.dumps({"relationship": {"title": "约定", "body": "以后周五一起打游戏。", "from": "user"}},
+                      ensure_ascii=False)
+    assert [d.fields["origin"] for d in parse_extraction(text)] == ["user"]
