@@ -60,7 +60,8 @@ def validate_space(space: Any) -> str:
 def validate_id(value: Any, field_name: str = "id") -> str:
     if not isinstance(value, str) or not _ID_RE.match(value):
         raise ValidationError(
-            f"expected an id of letters, digits and _.:- (1-128 chars), got {json.dumps(value, ensure_ascii=False)[:60]}",
+            "expected an id of letters, digits and _.:- (1-128 chars), got "
+            f"{json.dumps(value, ensure_ascii=False)[:60]}",
             field=field_name,
         )
     return value

@@ -82,7 +82,8 @@ def _check_bind(host: str, brain) -> None:
         loopback = host == "localhost"
     if loopback:
         return
-    has_token = bool(os.environ.get("OMBRE_TOKEN")) or any(os.environ.get(r.token_env) for r in brain.config.server.tokens)
+    tokens = brain.config.server.tokens
+    has_token = bool(os.environ.get("OMBRE_TOKEN")) or any(os.environ.get(r.token_env) for r in tokens)
     if not has_token:
         raise ConfigError(f"refusing to bind {host} (not loopback) without a token: set OMBRE_TOKEN or server.tokens")
 
@@ -143,7 +144,8 @@ def cmd_demo(args) -> int:
     print(f"  curl -s {base}/v1/inject -H 'Content-Type: application/json' "
           f"-d '{{\"space\": \"{space}\", \"session_id\": \"demo\", \"query\": \"还记得我们去海边那次吗\"}}'")
     print(f"  curl -s {base}/v1/chat/completions -H 'Content-Type: application/json' -H 'X-Ombre-Space: {space}' "
-          f"-d '{{\"model\": \"demo\", \"messages\": [{{\"role\": \"user\", \"content\": \"还记得我们去海边那次吗\"}}]}}'")
+          "-d '{\"model\": \"demo\", \"messages\": "
+          "[{\"role\": \"user\", \"content\": \"还记得我们去海边那次吗\"}]}'")
     print(f"  open {base}/debug/")
     serve(brain, args.host, args.port, args.threads)
     return 0

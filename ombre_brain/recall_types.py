@@ -137,7 +137,7 @@ class Admission:
     """Whether a candidate has topic evidence for a direct hit, and which."""
 
     admitted: bool
-    reason: str                      # e.g. term_in_title, semantic_above_threshold, context_only_match, no_topic_evidence
+    reason: str  # e.g. term_in_title, semantic_above_threshold, weak_term_coverage, context_only_match
     matched_terms: tuple[str, ...] = ()
     semantic_score: float | None = None
     coverage: float | None = None    # share of the query's term weight the bucket's evidence text covers

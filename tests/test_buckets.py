@@ -11,7 +11,8 @@ BASE = {"space": "haven:xiaoyu", "title": "t", "body": "b"}
 
 
 def test_sections_with_aliases_and_unknown_headings():
-    body = "开头的话\n### 片段\n我们去海边。\n### 情绪锚点\n咸咸的风。\n### 随便写的\n还是锚点的一部分\n### favorite_reason\n因为她笑了。"
+    body = ("开头的话\n### 片段\n我们去海边。\n### 情绪锚点\n咸咸的风。\n### 随便写的\n还是锚点的一部分\n"
+            "### favorite_reason\n因为她笑了。")
     secs = parse_sections(body)
     assert [s.name for s in secs] == ["original", "moment", "affect_anchor", "favorite_reason"]
     assert "### 随便写的" in secs[2].text and "还是锚点的一部分" in secs[2].text

@@ -27,7 +27,8 @@ def _tiny(demo, **budgets):
     return Brain.open(demo.path, cfg)
 
 
-QUERIES = ["还记得我们去海边那次吗", "最近我们都聊了些什么", "你最喜欢我们之间的哪一段回忆", "我们以前是不是因为搬家吵过架",
+QUERIES = ["还记得我们去海边那次吗", "最近我们都聊了些什么", "你最喜欢我们之间的哪一段回忆",
+           "我们以前是不是因为搬家吵过架",
            "do you remember the trip to Kyoto", "还记得在京都的那几天吗"]
 
 

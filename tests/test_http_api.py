@@ -26,7 +26,8 @@ def test_bucket_lifecycle(client):
     assert dup.json()["id"] == bid, "an exact duplicate returns the existing id"
     p = client.patch(f"/v1/buckets/{bid}", params={"space": SPACE}, json={"importance": 9})
     assert p.status_code == 200 and p.json()["importance"] == 9
-    other = client.post("/v1/buckets", json={"space": SPACE, "title": "贝壳风铃", "body": "贝壳做成了风铃。"}).json()["id"]
+    other = client.post("/v1/buckets", json={"space": SPACE, "title": "贝壳风铃",
+                                             "body": "贝壳做成了风铃。"}).json()["id"]
     e = client.post("/v1/edges", json={"space": SPACE, "from_id": bid, "to_id": other, "relation": "same_event",
                                        "confidence": 0.9})
     assert e.status_code == 201 and e.json()["relation"] == "same_event"

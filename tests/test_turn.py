@@ -22,8 +22,10 @@ def lived_in(tmp_path_factory):
     """A store full of words that casual messages also use."""
     b = Brain.open(tmp_path_factory.mktemp("turn") / "data", {"identity": {"ai_name": "Haven"}})
     rows = [
-        ("想你的时候", "小雨出差那周每天晚上都说想你了，要抱抱，我们约好回来第一件事就是去吃冰淇淋。", ["想你", "抱抱"]),
-        ("好的收到", "小雨回复工作群消息总是说好的收到，她说这样显得专业。", ["工作"]),
+        ("想你的时候", "小雨出差那周每天晚上都说想你了，要抱抱，我们约好回来第一件事就是去吃冰淇淋。",
+         ["想你", "抱抱"]),
+        ("好的收到", "小雨回复工作群消息总是说好的收到，她说这样显得专业。",
+         ["工作"]),
         ("早安习惯", "小雨每天早上七点说早安，然后去楼下买豆浆。", ["早安"]),
         ("晚安故事", "小雨睡前要我讲一个晚安故事，她最喜欢小熊的故事。", ["晚安"]),
         ("Hugs after work", "Xiaoyu said a hug after work is the best thing; she misses her friend Amy.", ["hugs"]),
@@ -104,7 +106,8 @@ def test_exact_intimate_wording_is_never_paraphrased(brain):
 
 
 def test_relationship_lessons_are_written_and_recalled_as_such(brain):
-    bid = brain.write(space=SPACE, title="难过的时候", body="小雨说下次她难过的时候，你别急着讲道理，先抱抱她，听她说完。",
+    bid = brain.write(space=SPACE, title="难过的时候",
+                      body="小雨说下次她难过的时候，你别急着讲道理，先抱抱她，听她说完。",
                       created="2026-11-20T20:00:00+08:00")
     b = brain.get(SPACE, bid)
     assert (b.memory_subject, b.memory_layer) == ("relationship", "relationship_lesson")
