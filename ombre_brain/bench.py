@@ -8,7 +8,7 @@ on the same store, makes the overhead visible and the comparison fair on any mac
 - The store is synthetic and bilingual (Chinese and English memories of one user, with
   sections, flags, favorites and edges), generated from a seed so every run is the same.
 - Writes go through :meth:`Brain.write_many`, the batch path. They are measured chunk by chunk,
-  interleaved with floor chunks, so a noisy neighbour slows both alike. Past 10,000 buckets
+  interleaved with floor chunks, so a noisy neighbour slows both alike. Past 5,000 buckets
   the floor is sampled on evenly spread chunks, to keep a 100k run under an hour.
 - Turns go through :meth:`Brain.turn` with distinct content queries (no cache hits), a new
   session every 20 turns; the floor uses another set of distinct queries from the same generator.
@@ -33,7 +33,7 @@ import numpy as np
 SPACE = "bench:user"
 BASE_TIME = datetime.fromisoformat("2026-11-30T20:00:00+08:00")
 CHUNK = 1024            # buckets per measured write chunk
-FLOOR_SAMPLE = 10_000   # buckets whose texts the write floor is measured on, at most
+FLOOR_SAMPLE = 5_000    # buckets whose texts the write floor is measured on, at most
 WARMUP = 3              # unmeasured turns first: index builds and first-call costs
 TURNS_PER_SESSION = 20
 EDGE_SHARE = 0.2        # edges per bucket

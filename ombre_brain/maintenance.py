@@ -84,8 +84,8 @@ def check_space(store, space: str) -> dict:
     stale = []
     for i in range(0, len(present), DOC_CHUNK):
         chunk = present[i:i + DOC_CHUNK]
-        docs = store.chroma.get_documents(space, chunk)
-        stale += [m for m in chunk if docs.get(m) != ledger_text[m]]
+        hashes = store.chroma.get_text_hashes(space, chunk)
+        stale += [m for m in chunk if hashes.get(m) != _text_hash(ledger_text[m])]
     lex = store.lexical(space)
     lex_ids = set(getattr(lex, "_docs", ()))  # the moment ids it holds (LexicalIndex has no public listing)
     edges = store.ledger.query("SELECT from_id, to_id, relation FROM edges WHERE space = ?", (space,))
@@ -242,3 +242,9 @@ def cmd_doctor(args) -> int:
         return 0
     print("inconsistencies remain after repair (see above)", file=sys.stderr)
     return 1
+
+
+def _text_hash(text: str) -> str:
+    from .buckets import Moment
+
+    return Moment("", "", 0, "", text, False).text_hash

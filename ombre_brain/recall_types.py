@@ -262,4 +262,6 @@ class Suppressed:
     runtime_gate: dict
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        # Shallow, like Item.to_dict: dataclasses.asdict deep-copies both dicts, ~9 ms a turn at 30 items.
+        return {"bucket_id": self.bucket_id, "layer": self.layer, "reason": self.reason,
+                "layer_debug": self.layer_debug, "runtime_gate": self.runtime_gate}

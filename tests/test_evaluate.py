@@ -57,6 +57,25 @@ def test_hit_mrr_and_recall_helpers():
     assert reciprocal_rank(ranked, ["d"], depth=3) == 0.0
 
 
+def test_context_lift_moves_a_reply_up_behind_the_turn_it_answers():
+    from ombre_brain.buckets import Bucket, Moment
+    from ombre_brain.fusion import lift_by_context
+    from ombre_brain.recall_types import Candidate, Edge, MomentHit
+
+    def cand(bid: str, score: float) -> Candidate:
+        hit = MomentHit(Moment(f"{bid}#0", bid, 0, "title", bid, False), fused=score)
+        return Candidate(Bucket(id=bid, space="s:a", title=bid), hit, (hit,), score)
+
+    cands = [cand("question", 0.9), cand("other", 0.5), cand("answer", 0.3), cand("far", 0.2)]
+    edges = [Edge("question", "answer", "context_of", 1.0), Edge("far", "nowhere", "context_of", 1.0),
+             Edge("other", "far", "relates_to", 1.0)]
+    got = lift_by_context(cands, edges, 0.5)
+    assert [c.bucket.id for c in got] == ["question", "answer", "other", "far"]
+    assert [c.rank for c in got] == [1, 2, 3, 4]
+    assert got[1].fused == pytest.approx(0.3 + 0.5 * 0.9) and got[0].fused == pytest.approx(0.9 + 0.5 * 0.3)
+    assert lift_by_context(cands, edges, 0.0) == cands  # off: nothing moves
+
+
 # ---------------------------------------------------------------- loading
 
 
@@ -79,6 +98,7 @@ def test_shared_locomo_conversation_loads():
     ds = load_locomo(LOCOMO / "26.json")
     ids = {m.id for m in ds.memories}
     assert len(ds.memories) == 419 and all(set(q.wanted) <= ids for q in ds.questions)
+    assert ("D1:1", "D1:2") in ds.links and not any(a.split(":")[0] != b.split(":")[0] for a, b in ds.links)
     assert {q.category for q in ds.questions} <= {1, 2, 3, 4, 5}
 
 
@@ -106,7 +126,8 @@ TINY_CONVERSATION = {
         {"speaker": "Caroline", "dia_id": "D2:2", "text": "Kiwi the parrot learned to whistle a song!"},
     ],
     "qa": [
-        {"question": "What is the name of the green parrot Caroline adopted?", "answer": "Kiwi", "evidence": ["D1:1"], "category": 4},
+        {"question": "What is the name of the green parrot Caroline adopted?", "answer": "Kiwi", "evidence": ["D1:1"],
+         "category": 4},
         {"question": "Where did Caroline's sister move for the violin scholarship?", "answer": "Lisbon",
          "evidence": ["D1:3"], "category": 1},
         {"question": "What did Melanie roast when camping?", "answer": "marshmallows", "evidence": ["D2:1; D9:9"],

@@ -25,7 +25,7 @@ def break_everything(brain) -> dict[str, str]:
     store._chroma_put(ghost, [Moment("ghost#0", "ghost", 0, "title", ghost.title, False)],
                       store.embedder.passages([ghost.title]))                             # orphan in Chroma
     store.chroma.upsert(SPACE, ["stale#1"], np.asarray(store.embedder.passages(["old words"])),
-                        [{"space": SPACE, "bucket_id": "stale"}], ["old words"])          # stale text in Chroma
+                        [{"space": SPACE, "bucket_id": "stale", "text_hash": "0ld"}])   # stale text in Chroma
     with store.ledger.tx() as c:
         c.execute("DELETE FROM moments WHERE space = ? AND bucket_id = 'bare'", (SPACE,))  # bucket without moments
         c.execute("INSERT INTO moments(space, id, bucket_id, ordinal, section, context_only, text, tokens, start, "
@@ -69,7 +69,8 @@ def test_doctor_finds_names_and_repairs_every_kind_of_damage(tmp_path, capsys):
     assert "consistent: 1 spaces checked, nothing to repair" in capsys.readouterr().out
     with Brain.open(tmp_path / "d") as brain:
         store = brain.store
-        assert store.chroma.get_documents(SPACE, ["stale#1"]) == {"stale#1": "Chroma 里还是旧的句子。"}
+        assert store.chroma.get_text_hashes(SPACE, ["stale#1"]) == {
+            "stale#1": [m for m in store.moments(SPACE, "stale") if m.id == "stale#1"][0].text_hash}
         assert [m.text for m in store.moments(SPACE, "bare")] == ["No moment rows", "The ledger forgot my moments."]
         assert any(m.startswith("bare#") for m in store.lexical_search(SPACE, store.tokens("ledger forgot"), 3))
         assert brain.edges(SPACE) == [e for e in brain.edges(SPACE) if e.to_id != "vanished"]

@@ -169,8 +169,10 @@ def test_two_stores_share_one_chroma_server_without_collisions(tmp_path, chroma_
     with Brain.open(tmp_path / "one", cfg) as one, Brain.open(tmp_path / "two", cfg) as two:
         one.write(space=SPACE, id="same", title="from store one", body="one")
         two.write(space=SPACE, id="same", title="from store two", body="two")
-        assert one.store.chroma.get_documents(SPACE, ["same#0"]) == {"same#0": "from store one"}
-        assert two.store.chroma.get_documents(SPACE, ["same#0"]) == {"same#0": "from store two"}
+        for store, words in ((one.store, "from store one"), (two.store, "from store two")):
+            title = store.moments(SPACE, "same")[0]
+            assert title.text == words
+            assert store.chroma.get_text_hashes(SPACE, ["same#0"]) == {"same#0": title.text_hash}
         two.store.drop_space(SPACE)
         assert one.get(SPACE, "same").title == "from store one"
         assert doctor(one, repair=False)["consistent"]

@@ -30,6 +30,7 @@ from ..store.ledger import Ledger
 from . import feed, retention
 from .model import LABELS, Evidence, parse_context, parse_evidence, source_digest
 from .plan import Plan, RecordState, plan_batch
+from .restore import Incoming, parse_records
 from .select import (
     apply_budget,
     check_budget,
@@ -360,18 +361,125 @@ class FactsStore:
         validate_space(space)
         with self._snapshot() as conn:
             records = self._load(conn, space)
-        out = []
-        for rec in records.values():
-            view = rec.view
-            revs = [revision_entry(r, view.status.get(r.revision, "applied"))
-                    for r in sorted(rec.revisions, key=lambda r: r.revision) if not r.forgotten]
-            if not revs:
-                continue
-            out.append({"record_id": rec.record_id, "space": space, "subject": rec.subject, "key": rec.key,
-                        "conditions": [{"key": k, "value": v} for k, v in rec.conditions],
-                        "created": rec.created, "state": _state(rec), "current_revision": view.head,
-                        "revisions": revs})
-        return out
+        return [out for rec in records.values() if (out := _export_record(space, rec)) is not None]
+
+    def restore(self, space: str, records: list[dict], *, now: datetime | None = None) -> int:
+        """Write exported records (``export``'s output, from any space) into ``space``; the inverse of export.
+
+        One transaction, all or nothing, idempotent: a record already here with the same content is
+        skipped; one here with different content is a ``ConflictError`` (``record_conflict``) naming
+        it. Revision numbers, values, times, basis, role, confidence, adoption and source references
+        are kept, so ``export``/``read``/``history`` answer as in the source; each written revision
+        emits a change event. Returns the number of records written (skipped ones do not count).
+        """
+        validate_space(space)
+        incoming = parse_records(records, self.config.facts.max_conditions)
+        for inc in incoming:
+            _check_claims(space, inc)
+        stamp = _aware(now).isoformat()
+        receipt_id = "restore:" + uuid.uuid4().hex
+        written = 0
+        with self.ledger.tx() as conn:
+            ids = [inc.record.record_id for inc in incoming]
+            existing: dict[str, RecordState] = {}
+            for i in range(0, len(ids), 500):
+                chunk = ids[i:i + 500]
+                existing.update(self._load(conn, space, f"record_id IN ({_marks(len(chunk))})", tuple(chunk)))
+            fresh = []
+            for inc in incoming:
+                rec = inc.record
+                old = existing.get(rec.record_id)
+                if old is None:
+                    fresh.append(inc)
+                elif _export_record(space, old) != _export_record(space, rec):
+                    raise ConflictError(
+                        f"fact record {rec.record_id!r} (records[{inc.index}]) already exists in space {space!r} "
+                        "with different content; nothing was restored", code="record_conflict")
+            if fresh:
+                self._check_restorable(conn, space, fresh)
+            for inc in fresh:
+                self._write_restored(conn, space, inc, receipt_id, stamp)
+                written += 1
+        return written
+
+    def _check_restorable(self, conn: sqlite3.Connection, space: str, fresh: list[Incoming]) -> None:
+        """Refuse forgotten sources, and a live record whose identity is already live here."""
+        for inc in fresh:
+            digests = sorted({ref for r in inc.record.revisions for ref in r.source_refs
+                              if not ref.startswith("bucket:")})
+            if digests and conn.execute(f"SELECT 1 FROM facts_suppressed WHERE space = ? AND digest IN "
+                                        f"({_marks(len(digests))}) LIMIT 1", (space, *digests)).fetchone():
+                raise SourceSuppressedError(
+                    f"fact record {inc.record.record_id!r} (records[{inc.index}]) cites a source that was forgotten "
+                    f"in space {space!r}; nothing was restored")
+        live = [inc for inc in fresh if inc.record.view.live]
+        if not live:
+            return
+        subjects = sorted({inc.record.subject for inc in live})
+        here = self._load(conn, space, f"subject IN ({_marks(len(subjects))})", tuple(subjects))
+        taken = {rec.identity: rec.record_id for rec in here.values() if rec.view.live}
+        for inc in live:
+            other = taken.get(inc.record.identity)
+            if other is not None:
+                raise ConflictError(
+                    f"fact record {inc.record.record_id!r} (records[{inc.index}]) would duplicate live record "
+                    f"{other!r} for {inc.record.subject}/{inc.record.key} in space {space!r}; nothing was restored",
+                    code="duplicate_fact")
+
+    def _write_restored(self, conn: sqlite3.Connection, space: str, inc: Incoming, receipt_id: str,
+                        stamp: str) -> None:
+        rec = inc.record
+        conn.execute("INSERT INTO facts_records VALUES (?, ?, ?, ?, ?, ?)",
+                     (space, rec.record_id, rec.subject, rec.key,
+                      json.dumps([list(c) for c in rec.conditions], ensure_ascii=False), rec.created))
+        for r in rec.revisions:
+            own = inc.own.get(r.revision)
+            conn.execute(
+                "INSERT INTO facts_revisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                (space, rec.record_id, r.revision, r.op, r.adoption, r.target, r.value,
+                 r.valid_from.isoformat() if r.valid_from else None,
+                 r.valid_until.isoformat() if r.valid_until else None,
+                 r.basis, r.confidence, r.role, r.text, own or "", receipt_id, r.created))
+            conn.executemany("INSERT INTO facts_support VALUES (?, ?, ?, ?, ?, ?)",
+                             [(space, rec.record_id, r.revision, ref, None, 1 if ref == own else 0)
+                              for ref in r.source_refs])
+            feed.emit(conn, space, rec.record_id, r.revision, LABELS[r.op], r.adoption, rec.subject, rec.key,
+                      stamp)
+
+
+def _export_record(space: str, rec: RecordState) -> dict | None:
+    """One record as export writes it; None when every revision was forgotten."""
+    view = rec.view
+    revs = [revision_entry(r, view.status.get(r.revision, "applied"))
+            for r in sorted(rec.revisions, key=lambda r: r.revision) if not r.forgotten]
+    if not revs:
+        return None
+    return {"record_id": rec.record_id, "space": space, "subject": rec.subject, "key": rec.key,
+            "conditions": [{"key": k, "value": v} for k, v in rec.conditions],
+            "created": rec.created, "state": _state(rec), "current_revision": view.head, "revisions": revs}
+
+
+def _check_claims(space: str, inc: Incoming) -> None:
+    """What the export said each revision became must be what these revisions resolve to here.
+
+    A mismatch means revisions are missing (an export leaves forgotten ones out) or were edited;
+    restoring would change what the record answers, so it is refused.
+    """
+    out = _export_record(space, inc.record)
+    assert out is not None
+    for j, entry in enumerate(out["revisions"]):
+        claimed = inc.claimed_status.get(entry["revision"])
+        if claimed is not None and claimed != entry["status"]:
+            raise ValidationError(
+                f"the export says revision {entry['revision']} is {claimed!r}, but these revisions make it "
+                f"{entry['status']!r} (a revision it depends on is missing or was changed)",
+                field=inc.field(f"revisions[{j}].status"))
+    if inc.claimed_state is not None and inc.claimed_state != out["state"]:
+        raise ValidationError(f"the export says {inc.claimed_state!r}, but these revisions make it {out['state']!r}",
+                              field=inc.field("state"))
+    if inc.claimed_head_given and inc.claimed_head != out["current_revision"]:
+        raise ValidationError(f"the export says {inc.claimed_head!r}, but these revisions make it "
+                              f"{out['current_revision']!r}", field=inc.field("current_revision"))
 
 
 def _result(receipt_id: str, records: list[dict]) -> dict:

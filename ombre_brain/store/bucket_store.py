@@ -42,21 +42,23 @@ RELATIONS = ("same_event", "context_of", "evidenced_by", "relates_to", "old_vers
 
 
 def _meta(bucket: Bucket, m: Moment) -> dict:
-    """Chroma metadata: what a reader needs at read time without touching the ledger."""
-    meta = {
+    """Chroma metadata: the scalar fields a reader filters or ranks by, and the text's hash.
+
+    Chroma never holds memory text (no documents, no titles, no tags): its write-ahead log
+    keeps deleted records until its index syncs, and a purge must leave no words behind.
+    The ledger holds the text; ``text_hash`` lets doctor spot a vector made from stale text.
+    """
+    return {
         "space": bucket.space, "bucket_id": bucket.id, "ordinal": m.ordinal, "section": m.section,
         "context_only": m.context_only, "type": bucket.type, "importance": bucket.importance,
         "valence": bucket.valence, "arousal": bucket.arousal, "created": bucket.created,
-        "last_active": bucket.last_active, "tags": json.dumps(list(bucket.tags), ensure_ascii=False),
+        "last_active": bucket.last_active, "text_hash": m.text_hash,
         "memory_subject": bucket.memory_subject or "", "memory_layer": bucket.memory_layer or "",
         "memory_classification_source": bucket.memory_classification_source or "",
         "pinned": bucket.pinned, "protected": bucket.protected, "anchor": bucket.anchor,
         "archived": bucket.archived, "resolved": bucket.resolved, "digested": bucket.digested,
         "origin": bucket.origin,
     }
-    if m.ordinal == 0:  # the title moment carries the whole bucket so Chroma alone can restore it
-        meta["bucket_json"] = json.dumps(bucket.to_dict(), ensure_ascii=False)
-    return meta
 
 
 class BucketStore:
@@ -264,17 +266,16 @@ class BucketStore:
             raise ValidationError("a bucket id in the batch already exists (written concurrently)", field="id",
                                   code="duplicate_id") from None
         for space, idx in _by_space([r[0] for r in rows]).items():
-            ids, vecs, metas, docs = [], [], [], []
+            ids, vecs, metas = [], [], []
             for i in idx:
                 b, ms, _, v = rows[i]
                 ids += [m.id for m in ms]
                 vecs.append(v)
                 metas += [_meta(b, m) for m in ms]
-                docs += [m.text for m in ms]
             allv = np.concatenate(vecs)
             for j in range(0, len(ids), CHROMA_BATCH):  # under Chroma's max batch size however long the bodies
                 sl = slice(j, j + CHROMA_BATCH)
-                self.chroma.upsert(space, ids[sl], allv[sl], metas[sl], docs[sl])
+                self.chroma.upsert(space, ids[sl], allv[sl], metas[sl])
         with self.ledger.tx() as c:
             for space, idx in _by_space([r[0] for r in rows]).items():
                 bids = [rows[i][0].id for i in idx]
@@ -301,8 +302,7 @@ class BucketStore:
               m.start, m.end) for m, t in zip(moments, tokens, strict=True)])
 
     def _chroma_put(self, bucket: Bucket, moments: Sequence[Moment], vectors: np.ndarray) -> None:
-        self.chroma.upsert(bucket.space, [m.id for m in moments], vectors, [_meta(bucket, m) for m in moments],
-                           [m.text for m in moments])
+        self.chroma.upsert(bucket.space, [m.id for m in moments], vectors, [_meta(bucket, m) for m in moments])
 
     def _commit(self, space: str, bucket_id: str) -> None:
         with self.ledger.tx() as c:

@@ -66,11 +66,12 @@ class ChromaBackend:
         return col
 
     def upsert(self, space: str, ids: Sequence[str], embeddings: np.ndarray, metadatas: Sequence[dict],
-               documents: Sequence[str]) -> None:
+               documents: Sequence[str] | None = None) -> None:
         if not ids:
             return
         self.collection(space).upsert(ids=list(ids), embeddings=np.asarray(embeddings, dtype=np.float32),
-                                      metadatas=list(metadatas), documents=list(documents))
+                                      metadatas=list(metadatas),
+                                      documents=list(documents) if documents is not None else None)
 
     def delete(self, space: str, ids: Sequence[str]) -> None:
         if ids:
@@ -89,6 +90,13 @@ class ChromaBackend:
             if len(got) < 5000:
                 return out
             offset += len(got)
+
+    def get_text_hashes(self, space: str, ids: Sequence[str]) -> dict[str, str | None]:
+        """The moment-text hash each id was embedded from (Chroma holds hashes, never memory text)."""
+        if not ids:
+            return {}
+        got = self.collection(space).get(ids=list(ids), include=["metadatas"])
+        return {i: (m or {}).get("text_hash") for i, m in zip(got["ids"], got["metadatas"] or [], strict=False)}
 
     def get_documents(self, space: str, ids: Sequence[str]) -> dict[str, str]:
         if not ids:
