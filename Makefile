@@ -32,8 +32,13 @@ browser:
 	  (apt-get update -qq >/dev/null 2>&1; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null 2>&1) \
 	  || echo "chromium not installed: browser tests will be skipped"; }
 
+# The whole suite in embedded Chroma mode (tests marked with `store_mode` also cover a real `chroma run`),
+# then the recall, gateway and purge tests again with every Brain in server mode.
+HTTP_MODE_TESTS = tests/test_turn.py tests/test_gateway_budgets.py tests/test_sessions_restart.py tests/test_forget.py
+
 test: venv browser
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+	OMBRE_TEST_CHROMA=http $(PY) -m pytest -q $(PYTEST_ARGS) $(HTTP_MODE_TESTS)
 
 demo: venv
 	$(VENV)/bin/ombre-brain demo --data $(DATA) --host $(HOST) --port $(PORT)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .buckets import Bucket, bucket_from_dict, validate_space
-from .errors import ConflictError, NotFoundError, ValidationError
+from .errors import ConflictError, NotFoundError, OmbreError, ValidationError
 from .store.bucket_store import RELATIONS, VISIBLE
 
 FORMAT = "ombre-brain-export"
@@ -350,8 +350,9 @@ def parse_export(path: str | Path, *, brain, space: str | None = None) -> _Parse
             else:
                 parsed.edges.append((n, obj))
         else:
-            if not isinstance(obj.get("record_id"), str) or not obj["record_id"]:
-                problems.append(Problem(f"line {n}", "fact has no record_id"))
+            problem = _check_fact(n, obj, brain)
+            if problem is not None:
+                problems.append(problem)
             else:
                 parsed.facts.append((n, obj))
     problems += _check_edge_ends(parsed, brain, target)
@@ -383,6 +384,21 @@ def _check_edge(n: int, obj: dict) -> Problem | None:
     c = obj.get("confidence")
     if isinstance(c, bool) or not isinstance(c, int | float) or not 0 <= c <= 1:
         return Problem(where, f"edge confidence: expected a number between 0 and 1, got {json.dumps(c)[:40]}")
+    return None
+
+
+def _check_fact(n: int, obj: dict, brain) -> Problem | None:
+    rid = obj.get("record_id")
+    if not isinstance(rid, str) or not rid:
+        return Problem(f"line {n}", "fact has no record_id")
+    try:
+        from .facts.restore import parse_record
+    except ImportError:  # no facts capability in this build: restoring will say so
+        return None
+    try:
+        parse_record(obj, 0, brain.config.facts.max_conditions)
+    except ValidationError as exc:
+        return Problem(f"line {n}", f"fact {rid!r}: {exc.message.replace('records[0].', '')}")
     return None
 
 
@@ -477,7 +493,11 @@ def _apply_facts(brain, space: str, facts: list[tuple[int, dict]], report: Impor
         report.problems += [Problem(f"line {n}", "this build cannot restore facts (FactsStore.restore is missing)")
                             for n, _ in facts]
         return
-    result = restore(space, [f for _, f in facts])
+    try:
+        result = restore(space, [f for _, f in facts])
+    except OmbreError as exc:  # e.g. a record here with other content: the buckets stay, the facts are named
+        report.problems.append(Problem(f"lines {facts[0][0]}-{facts[-1][0]}", f"facts not restored: {exc.message}"))
+        return
     report.facts += int(result if isinstance(result, int) else len(facts))
 
 

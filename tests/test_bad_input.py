@@ -234,7 +234,8 @@ def test_import_names_every_bad_line_and_writes_nothing(brain, tmp_path):
                     "confidence": 0.5}),                                  # 10: self edge
         _bucket(id=None),                                                 # 11: no id
     ]
-    data = ("\n".join(lines) + "\n").encode() + b'{"kind": "bucket", "title": "\xff"}\n'  # 12: not UTF-8
+    lines.append(json.dumps({"kind": "fact", "space": SPACE, "record_id": "r1", "key": "diet"}))  # 12: bad fact
+    data = ("\n".join(lines) + "\n").encode() + b'{"kind": "bucket", "title": "\xff"}\n'  # 13: not UTF-8
     path.write_bytes(data)
     with pytest.raises(ImportProblems) as exc:
         import_jsonl(brain, path)
@@ -248,13 +249,14 @@ def test_import_names_every_bad_line_and_writes_nothing(brain, tmp_path):
         "line 8: bucket is in space \"other:space\" but the header says 'haven:xiaoyu'",
         "line 10: edge joins a bucket to itself",
         "line 11: bucket has no id",
-        "line 12: not UTF-8 (byte 0xff",
+        "line 12: fact 'r1': subject: expected a string",
+        "line 13: not UTF-8 (byte 0xff",
         "line 9: edge b1->zz: to_id 'zz' is neither in the file nor in space 'haven:xiaoyu'",
     ]
     assert len(got) == len(expected), got
     for want, have in zip(expected, got, strict=True):
         assert have.startswith(want), (want, have)
-    assert f"{path}: 10 problems, nothing imported" in exc.value.message
+    assert f"{path}: 11 problems, nothing imported" in exc.value.message
     assert brain.store.count(SPACE) == 0
 
 
