@@ -28,11 +28,10 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from .buckets import Bucket, bucket_from_dict, validate_space
 from .errors import ConflictError, NotFoundError, OmbreError, ValidationError
@@ -114,18 +113,9 @@ class ImportReport:
 # ---------------------------------------------------------------- export
 
 
-@contextmanager
-def _snapshot(ledger) -> Iterator[Any]:
+def _snapshot(ledger):
     """One read transaction, so buckets and edges come from the same moment of the ledger."""
-    conn = ledger.read()
-    if conn.in_transaction:
-        yield conn
-        return
-    conn.execute("BEGIN")
-    try:
-        yield conn
-    finally:
-        conn.execute("COMMIT")
+    return ledger.snapshot()
 
 
 def _suppressed(brain, bucket: Mapping) -> bool:

@@ -18,8 +18,7 @@ import json
 import re
 import sqlite3
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -145,18 +144,9 @@ class FactsStore:
 
     # ------------------------------------------------------------ loading
 
-    @contextmanager
-    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+    def _snapshot(self):
         """One read transaction, so facts and cursor come from the same state."""
-        conn = self.ledger.read()
-        if conn.in_transaction:
-            yield conn
-            return
-        conn.execute("BEGIN")
-        try:
-            yield conn
-        finally:
-            conn.execute("COMMIT")
+        return self.ledger.snapshot()
 
     def _load(self, conn: sqlite3.Connection, space: str, where: str = "1=1",
               params: tuple = ()) -> dict[str, RecordState]:

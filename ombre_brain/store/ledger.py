@@ -127,6 +127,19 @@ class Ledger:
         else:
             conn.execute("COMMIT")
 
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every statement inside sees the same state (joins an outer one)."""
+        conn = self._conn()
+        if conn.in_transaction:
+            yield conn
+            return
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
     def read(self) -> sqlite3.Connection:
         """A connection for reads; each statement sees a consistent WAL snapshot."""
         return self._conn()
