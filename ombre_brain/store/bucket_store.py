@@ -37,6 +37,7 @@ BUCKET_LOCK_STRIPES = 64
 # ledger), so a bucket never reads as missing while someone edits it.
 VISIBLE = "state IN ('committed', 'updating')"
 STORE_META_SCHEMA = "CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+INDEX_SCHEMA = "CREATE INDEX IF NOT EXISTS buckets_active ON buckets(space, last_active);"  # list(since=...)
 CHROMA_BATCH = 4000  # moments per Chroma upsert in write_many
 RELATIONS = ("same_event", "context_of", "evidenced_by", "relates_to", "old_version", "conflict", "dream_ring")
 
@@ -69,6 +70,7 @@ class BucketStore:
         self.config = config
         self.ledger = Ledger(self.data_dir / "ledger.db", config.store.ledger_busy_timeout_ms)
         self.ledger.ensure_schema("store_meta", STORE_META_SCHEMA)
+        self.ledger.ensure_schema("bucket_store_indexes", INDEX_SCHEMA)
         namespace = self.store_id() if config.store.chroma.mode == "http" else ""
         self.chroma = ChromaBackend(config.store.chroma, self.data_dir / "chroma", namespace=namespace)
         self._embedder_factory = embedder_factory
@@ -460,17 +462,22 @@ class BucketStore:
 
     def list(self, space: str, *, type: str | None = None, limit: int = 50,
              since: str | None = None) -> list[Bucket]:
-        sql = f"SELECT data FROM buckets WHERE space = ? AND {VISIBLE}"
+        where = f"space = ? AND {VISIBLE}"
         params: list = [space]
         if type:
-            sql += " AND type = ?"
+            where += " AND type = ?"
             params.append(type)
-        if since:
-            sql += " AND (created >= ? OR last_active >= ?)"
-            params += [since, since]
-        sql += " ORDER BY created DESC, seq DESC LIMIT ?"
-        params.append(limit)
-        return [bucket_from_stored(json.loads(r["data"])) for r in self.ledger.query(sql, params)]
+        if not since:
+            sql = f"SELECT data FROM buckets WHERE {where} ORDER BY created DESC, seq DESC LIMIT ?"
+            rows = self.ledger.query(sql, [*params, limit])
+        else:
+            # Two index searches, not `created >= ? OR last_active >= ?`, which scans the whole space on
+            # every turn (10 ms at 10k buckets, 0.1 ms this way). The branches are disjoint.
+            sql = (f"SELECT data, created, seq FROM buckets WHERE {where} AND created >= ? UNION ALL "
+                   f"SELECT data, created, seq FROM buckets INDEXED BY buckets_active WHERE {where} "
+                   "AND last_active >= ? AND created < ? ORDER BY created DESC, seq DESC LIMIT ?")
+            rows = self.ledger.query(sql, [*params, since, *params, since, since, limit])
+        return [bucket_from_stored(json.loads(r["data"])) for r in rows]
 
     def count(self, space: str) -> int:
         return self.ledger.one(f"SELECT COUNT(*) n FROM buckets WHERE space = ? AND {VISIBLE}",
