@@ -200,7 +200,10 @@ class LiveServer:
         """Close the sockets from inside the server's own loop thread, so select() never sees a closed fd."""
         from waitress import wasyncore
 
-        self.server.trigger.pull_trigger(lambda: wasyncore.close_all(self.server._map))
+        try:
+            self.server.trigger.pull_trigger(lambda: wasyncore.close_all(self.server._map))
+        except OSError:  # the wake-up pipe is already gone (a stray close elsewhere): close from here
+            wasyncore.close_all(self.server._map, ignore_all=True)
         self.thread.join(5)
         self.server.task_dispatcher.shutdown(timeout=1)
 
