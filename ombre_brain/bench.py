@@ -281,41 +281,74 @@ def rss_mb() -> float:
 
 def run_bench(buckets: int = 1000, queries: int = 200, *, seed: int = 7, write: bool = True, turns: bool = True,
               config=None, data_dir: str | Path | None = None) -> dict:
-    """The whole benchmark in one process; returns the JSON object `ombre-brain bench --json` prints."""
-    from .brain import Brain
+    """The whole benchmark in one process; returns the JSON object `ombre-brain bench --json` prints.
+
+    With ``data_dir`` the store is built there and kept, with a ``bench-store.json`` marker naming
+    the size and seed. A later run with the same directory, size and seed reuses it and measures
+    turns only, so a 100k-bucket store (an hour of embedding on two cores) is built once and
+    latency can be re-measured after a change to the read path. The write numbers in such a run
+    are the ones recorded when the store was built, and ``"reused": true`` says so.
+    """
     from .errors import ValidationError
 
     if buckets < 1 or queries < 1:
         raise ValidationError("--buckets and --queries must be at least 1")
-    items, edges = synthetic_store(buckets, seed)
+    if data_dir is not None:
+        return _run_in(Path(data_dir), buckets, queries, seed, write, turns, config)
     with tempfile.TemporaryDirectory(prefix="ombre-bench-") as tmp:
-        with Brain.open(Path(data_dir or tmp) / "data", config) as brain:
-            brain.store.embedder.passages(["warm up"])  # model load is not a write cost
+        return _run_in(Path(tmp), buckets, queries, seed, write, turns, config)
+
+
+def _run_in(root: Path, buckets: int, queries: int, seed: int, write: bool, turns: bool, config) -> dict:
+    from .brain import Brain
+    from .errors import ValidationError
+
+    marker = root / "bench-store.json"
+    built = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else None
+    if built is not None and (built.get("buckets"), built.get("seed")) != (buckets, seed):
+        raise ValidationError(f"{root} holds a bench store of {built.get('buckets')} buckets (seed "
+                              f"{built.get('seed')}), not {buckets} (seed {seed}); use another directory")
+    if built is None and root.exists() and any(root.iterdir()) and not (root / "data").exists():
+        raise ValidationError(f"{root} is not empty and holds no bench store; use an empty or new directory")
+    with Brain.open(root / "data", config) as brain:
+        brain.store.embedder.passages(["warm up"])  # model load is not a write cost
+        if built is None:
+            items, edges = synthetic_store(buckets, seed)
             wr = bench_write(brain, items, measure_floor=write)
             link_edges(brain, edges)
-            out: dict = {"buckets": buckets, "moments": wr.moments, "edges": len(edges),
-                         "embedder": brain.store.embedder.model_id}
+            built = {"buckets": buckets, "seed": seed, "moments": wr.moments, "edges": len(edges),
+                     "embedder": brain.store.embedder.model_id}
             if write:
-                out |= {"write_per_s": round(wr.per_s, 1), "floor_write_per_s": round(wr.floor_per_s, 1),
-                        "write_ratio": round(wr.per_s / wr.floor_per_s, 3) if wr.floor_per_s else None,
-                        "floor_sampled_buckets": wr.floor_buckets}
-            if turns:
-                qs = synthetic_queries(queries + WARMUP, seed + 1)
-                fq = synthetic_queries(queries, seed + 2, avoid=set(qs))
-                t = bench_turns(brain, qs[WARMUP:], fq, qs[:WARMUP])
-                out |= {"queries": queries, **t,
-                        "overhead_p95": round(t["turn_ms"]["p95"] / t["floor_ms"]["p95"], 2)
-                        if t["floor_ms"]["p95"] else None}
-            out["rss_mb"] = rss_mb()
-            out["load_avg"] = round(os.getloadavg()[0], 2)  # other work on the machine skews every number
-            return out
+                built |= {"write_per_s": round(wr.per_s, 1), "floor_write_per_s": round(wr.floor_per_s, 1),
+                          "write_ratio": round(wr.per_s / wr.floor_per_s, 3) if wr.floor_per_s else None,
+                          "floor_sampled_buckets": wr.floor_buckets}
+            out: dict = dict(built)
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(json.dumps(built), encoding="utf-8")
+        else:
+            out = dict(built) | {"reused": True}
+        out.pop("seed", None)
+        if not write:
+            for key in ("write_per_s", "floor_write_per_s", "write_ratio", "floor_sampled_buckets"):
+                out.pop(key, None)
+        if turns:
+            qs = synthetic_queries(queries + WARMUP, seed + 1)
+            fq = synthetic_queries(queries, seed + 2, avoid=set(qs))
+            t = bench_turns(brain, qs[WARMUP:], fq, qs[:WARMUP])
+            out |= {"queries": queries, **t,
+                    "overhead_p95": round(t["turn_ms"]["p95"] / t["floor_ms"]["p95"], 2)
+                    if t["floor_ms"]["p95"] else None}
+        out["rss_mb"] = rss_mb()
+        out["load_avg"] = round(os.getloadavg()[0], 2)  # other work on the machine skews every number
+        return out
 
 
 def format_bench(res: dict) -> str:
     lines = [f"{res['buckets']} buckets ({res['moments']} moments, {res['edges']} edges), embedder {res['embedder']}"]
     if "write_per_s" in res:
         lines.append(f"write   {res['write_per_s']:>9.1f} buckets/s   floor {res['floor_write_per_s']:>9.1f}/s   "
-                     f"ratio {res['write_ratio']}  (floor on {res['floor_sampled_buckets']} buckets)")
+                     f"ratio {res['write_ratio']}  (floor on {res['floor_sampled_buckets']} buckets"
+                     f"{'; recorded when the kept store was built' if res.get('reused') else ''})")
     if "turn_ms" in res:
         t, f = res["turn_ms"], res["floor_ms"]
         lines.append(f"turn    p50 {t['p50']:>7.2f} ms  p95 {t['p95']:>7.2f} ms   floor p50 {f['p50']:.2f} ms  "
@@ -354,7 +387,8 @@ def cmd_bench(args) -> int:
     only_write, only_turns = bool(getattr(args, "write", False)), bool(getattr(args, "turns", False))
     write = only_write or not only_turns
     turns = only_turns or not only_write
-    res = run_bench(args.buckets, args.queries, seed=args.seed, write=write, turns=turns, config=args.config)
+    res = run_bench(args.buckets, args.queries, seed=args.seed, write=write, turns=turns, config=args.config,
+                    data_dir=getattr(args, "keep", None))
     print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_bench(res))
     return 0
 

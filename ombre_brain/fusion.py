@@ -204,7 +204,20 @@ def _found(term: str, text: str) -> bool:
     return False
 
 
-def admit(candidate: Candidate, plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any,
+@dataclasses.dataclass(frozen=True)
+class AskedTerms:
+    """What a query asks about, worked out once per query: admission runs once per candidate."""
+
+    terms: tuple[str, ...]                             # discriminative terms a field may contain
+    groups: tuple[tuple[frozenset[str], float], ...]  # weighted term groups, for coverage
+
+
+def asked_terms(plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any) -> AskedTerms:
+    return AskedTerms(tuple(discriminative_terms(plan_terms, idf=idf, cfg=cfg)),
+                      tuple((frozenset(m), w) for m, w in _term_groups(plan_terms, idf=idf, cfg=cfg)))
+
+
+def admit(candidate: Candidate, plan_terms: Sequence[str] | AskedTerms, *, idf: Callable[[str], float], cfg: Any,
           backend: str, cjk_capable: bool, query_is_cjk: bool) -> Admission:
     """Whether a candidate has topic evidence for a direct hit (DESIGN §5, direct seed gate).
 
@@ -224,8 +237,8 @@ def admit(candidate: Candidate, plan_terms: Sequence[str], *, idf: Callable[[str
     if not content:
         return Admission(False, "context_only_match", semantic_score=semantic)
 
-    terms = discriminative_terms(plan_terms, idf=idf, cfg=cfg)
-    asked = _term_groups(plan_terms, idf=idf, cfg=cfg)
+    asked = plan_terms if isinstance(plan_terms, AskedTerms) else asked_terms(plan_terms, idf=idf, cfg=cfg)
+    terms = asked.terms
     fields = (("title", b.title), ("summary", b.summary or ""), ("tags", "\n".join(b.tags)),
               ("body", b.main_text))
     matched: list[str] = []
@@ -237,7 +250,7 @@ def admit(candidate: Candidate, plan_terms: Sequence[str], *, idf: Callable[[str
                 first_field = first_field or name
                 if t not in matched:
                     matched.append(t)
-    coverage = _coverage(asked, matched)
+    coverage = _coverage(asked.groups, matched)
     if first_field is not None and coverage >= cfg.retrieval.min_term_coverage:
         return Admission(True, f"term_in_{first_field}", tuple(matched), semantic, coverage)
     weak = first_field is not None
@@ -283,7 +296,7 @@ def _term_groups(plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg:
     return [(members, max(term_weight(m) for m in members)) for members, _ in groups]
 
 
-def _coverage(groups: list[tuple[set[str], float]], matched: Sequence[str]) -> float:
+def _coverage(groups: Sequence[tuple[frozenset[str], float]], matched: Sequence[str]) -> float:
     total = sum(w for _, w in groups)
     if total <= 0:
         return 0.0

@@ -63,6 +63,25 @@ def is_favorite(bucket: Bucket, cfg: Config) -> bool:
     return favorite_tag_of(bucket, cfg) is not None and favorite_reason(bucket) is not None
 
 
+def storage_roles(bucket: Bucket) -> str:
+    """The side sections a bucket may stand in, as ``",core,favorite,"`` (``""`` for none), for the store's index.
+
+    Core memory, relationship weather and favorites are read every turn from the whole space,
+    not from search hits. The store keeps this column so that read is an index lookup of a few
+    rows instead of decoding the newest thousand buckets (and missing an older pinned one).
+    It is a superset that needs no config: the layer itself is still decided by
+    :func:`infer_layer` at read time, so a persona's favorite tags still apply.
+    """
+    roles = []
+    if bucket.pinned or bucket.protected or bucket.type == "permanent":
+        roles.append("core")
+    if bucket.type == "feel" and bucket.tag_set & WEATHER_TAGS:
+        roles.append("weather")
+    if favorite_reason(bucket) is not None:
+        roles.append("favorite")
+    return f",{','.join(roles)}," if roles else ""
+
+
 def _storage_signals(bucket: Bucket, cfg: Config) -> list[str]:
     """Every storage signal on the bucket, in a fixed order, for layer_debug."""
     tags = bucket.tag_set

@@ -308,7 +308,7 @@ def _recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
 
 def _weather(ctx: TurnContext, taken: set[str], suppressed: list[Suppressed]) -> list[Decided]:
     out = []
-    for b in ctx.brain.store.list(ctx.space, type="feel", limit=20):
+    for b in ctx.brain.store.list(ctx.space, role="weather", limit=20):
         if b.id in taken or b.created_dt() > ctx.state.now:
             continue
         d = ctx.layer(b)
@@ -327,7 +327,7 @@ def _favorites(ctx: TurnContext, taken: set[str], suppressed: list[Suppressed]) 
     if not fg.allowed:
         return []
     out = []
-    for b in ctx.brain.store.list(ctx.space, limit=1000):
+    for b in ctx.brain.store.list(ctx.space, role="favorite", limit=1000):
         if b.id in taken or not is_favorite(b, ctx.cfg):
             continue
         d = ctx.layer(b)
@@ -352,7 +352,7 @@ def _core(ctx: TurnContext) -> list[Item]:
     if ctx.cfg.gateway.budgets.core_memory <= 0:
         return []
     out = []
-    for b in ctx.brain.store.list(ctx.space, limit=1000):
+    for b in ctx.brain.store.list(ctx.space, role="core", limit=1000):
         if not (b.pinned or b.protected or b.type == "permanent"):
             continue
         d = ctx.layer(b)

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Sequence
 from time import perf_counter
 
-from .fusion import admit, dense_weight_for, fuse, group_by_bucket, is_cjk_text, lift_by_context
+from .fusion import admit, asked_terms, dense_weight_for, fuse, group_by_bucket, is_cjk_text, lift_by_context
 from .recall_types import Candidate, QueryPlan
 
 
@@ -59,8 +59,9 @@ class Retriever:
             cands = lift_by_context(cands, edges, rc.fusion.context_share)
         idx = self.store.lexical(space)
         query_is_cjk = is_cjk_text(query)
+        asked = asked_terms(plan.terms, idf=idx.idf, cfg=self.cfg)
         cands = [dataclasses.replace(c, admission=admit(
-            c, plan.terms, idf=idx.idf, cfg=self.cfg, backend=emb.backend, cjk_capable=emb.cjk_capable,
+            c, asked, idf=idx.idf, cfg=self.cfg, backend=emb.backend, cjk_capable=emb.cjk_capable,
             query_is_cjk=query_is_cjk)) for c in cands]
         t3 = perf_counter()
         ms = {"vector": (t1 - t0) * 1000, "lexical": (t2 - t1) * 1000, "fuse": (t3 - t2) * 1000}

@@ -41,3 +41,32 @@ def test_synthetic_store_is_deterministic_and_bilingual():
     assert all(a != b for a, b, _, _ in a_edges)
     qs = synthetic_queries(50, seed=1)
     assert len(set(qs)) == 50 and not set(qs) & set(synthetic_queries(50, seed=2, avoid=set(qs)))
+
+
+def test_keep_builds_once_then_reuses_the_store(capsys, tmp_path):
+    root = tmp_path / "kept"
+    first = _run_json(capsys, ["bench", "--buckets", "12", "--queries", "3", "--keep", str(root), "--json"])
+    assert "reused" not in first and (root / "bench-store.json").is_file()
+    again = _run_json(capsys, ["bench", "--buckets", "12", "--queries", "3", "--keep", str(root), "--json"])
+    assert again["reused"] is True
+    # the write numbers are the ones recorded at build time, and the store was not written twice
+    assert again["write_per_s"] == first["write_per_s"] and again["moments"] == first["moments"]
+    assert 0 < again["turn_ms"]["p50"] <= again["turn_ms"]["p95"]
+    from ombre_brain import Brain
+    from ombre_brain.bench import SPACE
+
+    with Brain.open(root / "data") as brain:
+        assert brain.store.count(SPACE) == 12
+
+
+def test_keep_refuses_a_store_of_another_size_or_a_foreign_directory(capsys, tmp_path):
+    root = tmp_path / "kept"
+    _run_json(capsys, ["bench", "--buckets", "5", "--queries", "2", "--keep", str(root), "--json"])
+    assert cli.main(["bench", "--buckets", "6", "--queries", "2", "--keep", str(root)]) != 0
+    assert "holds a bench store of 5 buckets" in capsys.readouterr().err
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine", encoding="utf-8")
+    assert cli.main(["bench", "--buckets", "5", "--keep", str(foreign)]) != 0
+    assert "not empty" in capsys.readouterr().err
+    assert (foreign / "notes.txt").read_text(encoding="utf-8") == "mine"

@@ -176,3 +176,30 @@ def test_two_stores_share_one_chroma_server_without_collisions(tmp_path, chroma_
         two.store.drop_space(SPACE)
         assert one.get(SPACE, "same").title == "from store one"
         assert doctor(one, repair=False)["consistent"]
+
+
+def test_side_section_roles_are_indexed_and_backfilled_in_an_old_ledger(brain_path):
+    """Core, weather and favorite candidates come from an indexed ``roles`` column, which an older
+    ledger without it gains (filled from the stored buckets) the first time it is opened."""
+    import sqlite3
+
+    with Brain.open(brain_path) as b:
+        pinned = b.write(space=SPACE, title="我们的约定", body="吵架以后第二天一定要说开。", pinned=True)
+        fav = b.write(space=SPACE, title="海边捡贝壳", body="那天风很大。\n\n### favorite_reason\n她笑得很开心。",
+                      tags=["haven_favorite"])
+        weather = b.write(space=SPACE, title="这周", body="这周我们都很亲近。", type="feel",
+                          tags=["relationship_weather"])
+        plain = [b.write(space=SPACE, title=f"平常的一天 {i}", body=f"去{p}散步。") for i, p in enumerate(ZH_PLACES)]
+        by_role = {r: [x.id for x in b.store.list(SPACE, role=r, limit=100)] for r in ("core", "favorite", "weather")}
+        assert by_role == {"core": [pinned], "favorite": [fav], "weather": [weather]}
+        assert len(b.store.list(SPACE, limit=100)) == 3 + len(plain)
+    with sqlite3.connect(brain_path / "ledger.db") as c:  # the ledger as an older version wrote it
+        c.execute("DROP INDEX buckets_roles")
+        c.execute("ALTER TABLE buckets DROP COLUMN roles")
+    with Brain.open(brain_path, {"gateway": {"budgets": {"core_memory": 200}}}) as b:
+        assert [x.id for x in b.store.list(SPACE, role="core", limit=100)] == [pinned]
+        assert [x.id for x in b.store.list(SPACE, role="favorite", limit=100)] == [fav]
+        turn = b.turn(SPACE, "s", "你好呀", dry_run=True)
+        assert turn.item_ids("core_memory") == [pinned]
+        b.update(SPACE, pinned, pinned=False)  # an update moves the bucket out of the role
+        assert b.store.list(SPACE, role="core", limit=100) == []

@@ -26,6 +26,7 @@ import numpy as np
 from ..buckets import Bucket, Moment, bucket_from_stored, build_moments
 from ..config import Config
 from ..errors import EmbeddingError, NotFoundError, ValidationError
+from ..memory_layers import storage_roles
 from ..recall_types import Edge
 from .chroma import ChromaBackend, collection_name
 from .ledger import Ledger
@@ -38,6 +39,8 @@ BUCKET_LOCK_STRIPES = 64
 VISIBLE = "state IN ('committed', 'updating')"
 STORE_META_SCHEMA = "CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
 INDEX_SCHEMA = "CREATE INDEX IF NOT EXISTS buckets_active ON buckets(space, last_active);"  # list(since=...)
+# list(role=...): the few buckets that may stand in a side section, found without decoding the space.
+ROLES_INDEX = "CREATE INDEX IF NOT EXISTS buckets_roles ON buckets(space, created) WHERE roles != '';"
 CHROMA_BATCH = 4000  # moments per Chroma upsert in write_many
 RELATIONS = ("same_event", "context_of", "evidenced_by", "relates_to", "old_version", "conflict", "dream_ring")
 
@@ -71,6 +74,7 @@ class BucketStore:
         self.ledger = Ledger(self.data_dir / "ledger.db", config.store.ledger_busy_timeout_ms)
         self.ledger.ensure_schema("store_meta", STORE_META_SCHEMA)
         self.ledger.ensure_schema("bucket_store_indexes", INDEX_SCHEMA)
+        self._ensure_roles()
         namespace = self.store_id() if config.store.chroma.mode == "http" else ""
         self.chroma = ChromaBackend(config.store.chroma, self.data_dir / "chroma", namespace=namespace)
         self._embedder_factory = embedder_factory
@@ -98,6 +102,19 @@ class BucketStore:
         finally:
             for i in reversed(stripes):
                 self._bucket_locks[i].release()
+
+    def _ensure_roles(self) -> None:
+        """Add and fill the ``roles`` column in a ledger made before it existed (once, under the write lock)."""
+        if "roles" not in {r["name"] for r in self.ledger.query("PRAGMA table_info(buckets)")}:
+            with self.ledger.tx() as c:
+                if "roles" not in {r["name"] for r in c.execute("PRAGMA table_info(buckets)")}:
+                    c.execute("ALTER TABLE buckets ADD COLUMN roles TEXT NOT NULL DEFAULT ''")
+                    for r in c.execute("SELECT space, id, data FROM buckets").fetchall():
+                        roles = storage_roles(bucket_from_stored(json.loads(r["data"])))
+                        if roles:
+                            c.execute("UPDATE buckets SET roles = ? WHERE space = ? AND id = ?",
+                                      (roles, r["space"], r["id"]))
+        self.ledger.ensure_schema("bucket_store_roles", ROLES_INDEX)
 
     def store_id(self) -> str:
         """This data directory's random id, made once; it namespaces collections on a shared Chroma server."""
@@ -293,10 +310,10 @@ class BucketStore:
 
     def _insert_rows(self, c, bucket: Bucket, moments, tokens, chash: str, state: str = "pending") -> None:
         c.execute(
-            "INSERT INTO buckets(space, id, state, data, content_hash, type, created, last_active, source, seq) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO buckets(space, id, state, data, content_hash, type, created, last_active, source, seq, roles) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (bucket.space, bucket.id, state, json.dumps(bucket.to_dict(), ensure_ascii=False), chash, bucket.type,
-             bucket.created, bucket.last_active, bucket.source, self.ledger.next_seq(c)))
+             bucket.created, bucket.last_active, bucket.source, self.ledger.next_seq(c), storage_roles(bucket)))
         c.executemany(
             'INSERT INTO moments(space, id, bucket_id, ordinal, section, context_only, text, tokens, start, "end") '
             "VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -461,12 +478,16 @@ class BucketStore:
         return out
 
     def list(self, space: str, *, type: str | None = None, limit: int = 50,
-             since: str | None = None) -> list[Bucket]:
+             since: str | None = None, role: str | None = None) -> list[Bucket]:
+        """Newest first. ``role`` (see :func:`storage_roles`) reads only the buckets holding it, from an index."""
         where = f"space = ? AND {VISIBLE}"
         params: list = [space]
         if type:
             where += " AND type = ?"
             params.append(type)
+        if role:
+            where += " AND roles != '' AND instr(roles, ?) > 0"
+            params.append(f",{role},")
         if not since:
             sql = f"SELECT data FROM buckets WHERE {where} ORDER BY created DESC, seq DESC LIMIT ?"
             rows = self.ledger.query(sql, [*params, limit])
