@@ -2,7 +2,7 @@
 
 A purge names its target (bucket ids, a source identity, or a whole space) and removes
 everything derived from it: buckets with their moments in Chroma and the lexical index, their
-edges, session history that mentions them, dreams whose only sources they were, facts they
+edges, session history that mentions them, dreams composed from any of them, facts they
 alone supported, and the query caches. It is crash-safe the way bucket writes are: one ledger
 transaction records the intent (the resolved bucket ids and counts, never text), marks the
 buckets ``deleting`` so readers stop seeing them, and suppresses their source identities;
@@ -249,7 +249,7 @@ class Forgetter:
         sources = {r["source"] for r in rows if r["source"]}
         if "source" in target:
             sources.add(target["source"])
-        dreams = [] if "whole_space" in target else self._orphaned_dreams(c, space, ids)
+        dreams = [] if "whole_space" in target else self._derived_dreams(c, space, ids)
         ids |= set(dreams)
         plan = Plan(bucket_ids=sorted(ids), dream_ids=sorted(dreams), sources=sorted(sources),
                     digests=sorted({source_digest(space, s) for s in sources}))
@@ -259,20 +259,24 @@ class Forgetter:
         return plan
 
     @staticmethod
-    def _orphaned_dreams(c, space: str, purged: set[str]) -> list[str]:
-        """Dreams all of whose source buckets are purged now or already gone."""
+    def _derived_dreams(c, space: str, purged: set[str]) -> list[str]:
+        """Dreams composed from any purged bucket (and dreams of those dreams).
+
+        A dream is a collage that may quote every source it was made from, so keeping one
+        because some of its sources survive would keep the forgotten words. The surviving
+        sources stay and can feed a new dream.
+        """
         if not purged:
             return []
-        live = {r["id"] for r in c.execute("SELECT id FROM buckets WHERE space = ? AND state != 'deleting'",
-                                            (space,))}
-        out = []
-        for r in c.execute("SELECT id, data FROM buckets WHERE space = ? AND type = 'dream'", (space,)):
-            if r["id"] in purged:
-                continue
-            srcs = set(json.loads(r["data"]).get("source_bucket_ids") or ())
-            if srcs & purged and not (srcs - purged) & live:
-                out.append(r["id"])
-        return out
+        dreams = {r["id"]: set(json.loads(r["data"]).get("source_bucket_ids") or ())
+                  for r in c.execute("SELECT id, data FROM buckets WHERE space = ? AND type = 'dream'", (space,))}
+        gone, out = set(purged), []
+        while True:
+            more = [d for d, srcs in dreams.items() if d not in gone and srcs & gone]
+            if not more:
+                return sorted(out)
+            gone.update(more)
+            out += more
 
     @staticmethod
     def _count(c, space: str, ids: list[str], *, whole: bool) -> dict[str, int]:
