@@ -308,7 +308,10 @@ def _run_in(root: Path, buckets: int, queries: int, seed: int, write: bool, turn
     if built is not None and (built.get("buckets"), built.get("seed")) != (buckets, seed):
         raise ValidationError(f"{root} holds a bench store of {built.get('buckets')} buckets (seed "
                               f"{built.get('seed')}), not {buckets} (seed {seed}); use another directory")
-    if built is None and root.exists() and any(root.iterdir()) and not (root / "data").exists():
+    if built is None and (root / "data").exists():
+        raise ValidationError(f"{root} holds an unfinished bench store (no bench-store.json): its write numbers "
+                              "would be wrong; delete the directory and run again")
+    if built is None and root.exists() and any(root.iterdir()):
         raise ValidationError(f"{root} is not empty and holds no bench store; use an empty or new directory")
     with Brain.open(root / "data", config) as brain:
         brain.store.embedder.passages(["warm up"])  # model load is not a write cost
@@ -384,12 +387,38 @@ def plot_turn_p95(results: list[dict], path: str | Path) -> None:
 
 
 def cmd_bench(args) -> int:
+    if getattr(args, "plot", None):
+        return _cmd_plot(args.plot, args.results)
+    if getattr(args, "results", None):
+        from .errors import ValidationError
+
+        raise ValidationError("result files are read only with --plot PNG")
     only_write, only_turns = bool(getattr(args, "write", False)), bool(getattr(args, "turns", False))
     write = only_write or not only_turns
     turns = only_turns or not only_write
     res = run_bench(args.buckets, args.queries, seed=args.seed, write=write, turns=turns, config=args.config,
                     data_dir=getattr(args, "keep", None))
     print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_bench(res))
+    return 0
+
+
+def _cmd_plot(out: str, files: list[str]) -> int:
+    from .errors import ValidationError
+
+    if not files:
+        raise ValidationError("--plot needs the --json outputs of earlier bench runs to draw, e.g. "
+                              "ombre-brain bench --plot p95.png 1k.json 10k.json")
+    results = []
+    for f in files:
+        try:
+            r = json.loads(Path(f).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ValidationError(f"cannot read bench results from {f}: {exc}") from exc
+        if not isinstance(r, dict) or not isinstance(r.get("turn_ms"), dict) or "buckets" not in r:
+            raise ValidationError(f"{f} is not the --json output of a bench run that measured turns")
+        results.append(r)
+    plot_turn_p95(results, out)
+    print(f"wrote {out} from {len(results)} runs")
     return 0
 
 

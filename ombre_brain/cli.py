@@ -226,6 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", metavar="DIR", help="build the store in DIR and keep it; a later run with the same DIR, "
                    "size and seed reuses it and measures turns only")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--plot", metavar="PNG", help="draw turn p95 against store size from earlier --json results "
+                   "(given as RESULTS) instead of running")
+    p.add_argument("results", nargs="*", metavar="RESULTS", help="bench --json output files, with --plot")
     p.set_defaults(func=_dispatch("bench", "cmd_bench"))
 
     p = sub.add_parser("eval", help="retrieval evaluation (LoCoMo, Chinese companion set)")

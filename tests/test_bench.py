@@ -70,3 +70,26 @@ def test_keep_refuses_a_store_of_another_size_or_a_foreign_directory(capsys, tmp
     assert cli.main(["bench", "--buckets", "5", "--keep", str(foreign)]) != 0
     assert "not empty" in capsys.readouterr().err
     assert (foreign / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_plot_draws_from_saved_results_and_names_a_bad_file(capsys, tmp_path):
+    runs = []
+    for n, p95 in ((1000, 30.0), (10000, 40.0)):
+        f = tmp_path / f"{n}.json"
+        f.write_text(json.dumps({"buckets": n, "turn_ms": {"p50": 20.0, "p95": p95},
+                                 "floor_ms": {"p50": 10.0, "p95": 12.0}, "overhead_p95": round(p95 / 12, 2)}))
+        runs.append(str(f))
+    out = tmp_path / "p95.png"
+    assert cli.main(["bench", "--plot", str(out), *runs]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert cli.main(["bench", "--plot", str(out), str(bad)]) == 2
+    assert "bad.json" in capsys.readouterr().err
+
+
+def test_keep_refuses_an_unfinished_store(capsys, tmp_path):
+    root = tmp_path / "kept"
+    (root / "data").mkdir(parents=True)  # what a run stopped before its marker leaves behind
+    assert cli.main(["bench", "--buckets", "5", "--keep", str(root)]) == 2
+    assert "unfinished bench store" in capsys.readouterr().err
