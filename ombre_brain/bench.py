@@ -23,7 +23,7 @@ import random
 import resource
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from time import perf_counter
@@ -177,6 +177,11 @@ class WriteResult:
     seconds: float
     floor_buckets: int
     floor_seconds: float
+    stored_as: dict[str, str] = field(default_factory=dict)  # synthetic id -> the id dedupe kept
+
+    @property
+    def duplicates(self) -> int:
+        return sum(1 for a, b in self.stored_as.items() if a != b)
 
     @property
     def per_s(self) -> float:
@@ -215,11 +220,13 @@ def bench_write(brain, items: list[dict], *, measure_floor: bool = True) -> Writ
     bar = _bar(n, "writing", "bucket")
     for ci, chunk in enumerate(chunks):
         t0 = perf_counter()
-        brain.write_many(chunk, dedupe=True)
+        stored = brain.write_many(chunk, dedupe=True)
         res.seconds += perf_counter() - t0
         bar.update(len(chunk))
+        # past ~50k buckets the generator repeats a memory word for word now and then; dedupe keeps the first
+        res.stored_as.update((item["id"], sid) for item, sid in zip(chunk, stored, strict=True))
         moments = [m for item in chunk for m in build_moments(bucket_from_dict(item, limits=brain.limits))]
-        res.moments += len(moments)
+        res.moments += sum(1 for m in moments if res.stored_as[m.bucket_id] == m.bucket_id)
         if floor_col is not None and ci % every == 0:
             texts = [m.text for m in moments]
             t0 = perf_counter()
@@ -235,12 +242,19 @@ def bench_write(brain, items: list[dict], *, measure_floor: bool = True) -> Writ
     return res
 
 
-def link_edges(brain, edges) -> None:
+def link_edges(brain, edges, stored_as: dict[str, str] | None = None) -> int:
+    """Link the synthetic edges between the buckets as stored (a deduplicated one by the id kept); returns the count."""
+    alias = stored_as or {}
+    done: set[tuple[str, str, str]] = set()
     bar = _bar(len(edges), "linking", "edge")
     for a, b, rel, conf in edges:
-        brain.link(SPACE, a, b, rel, conf)
+        a, b = alias.get(a, a), alias.get(b, b)
+        if a != b and (a, b, rel) not in done:
+            brain.link(SPACE, a, b, rel, conf)
+            done.add((a, b, rel))
         bar.update()
     bar.close()
+    return len(done)
 
 
 def bench_turns(brain, queries: list[str], floor_queries: list[str], warmup: list[str]) -> dict:
@@ -318,8 +332,9 @@ def _run_in(root: Path, buckets: int, queries: int, seed: int, write: bool, turn
         if built is None:
             items, edges = synthetic_store(buckets, seed)
             wr = bench_write(brain, items, measure_floor=write)
-            link_edges(brain, edges)
-            built = {"buckets": buckets, "seed": seed, "moments": wr.moments, "edges": len(edges),
+            linked = link_edges(brain, edges, wr.stored_as)
+            built = {"buckets": buckets, "seed": seed, "moments": wr.moments, "edges": linked,
+                     "duplicates": wr.duplicates,
                      "embedder": brain.store.embedder.model_id}
             if write:
                 built |= {"write_per_s": round(wr.per_s, 1), "floor_write_per_s": round(wr.floor_per_s, 1),

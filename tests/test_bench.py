@@ -93,3 +93,19 @@ def test_keep_refuses_an_unfinished_store(capsys, tmp_path):
     (root / "data").mkdir(parents=True)  # what a run stopped before its marker leaves behind
     assert cli.main(["bench", "--buckets", "5", "--keep", str(root)]) == 2
     assert "unfinished bench store" in capsys.readouterr().err
+
+
+def test_a_repeated_memory_is_deduplicated_and_its_edges_follow_the_kept_id(tmp_path):
+    """At 100k buckets the generator repeats a memory now and then; the bench must link to the id dedupe kept."""
+    from ombre_brain import Brain
+    from ombre_brain.bench import SPACE, bench_write, link_edges
+
+    items, _ = synthetic_store(6, seed=5)
+    items[4] = {**items[1], "id": items[4]["id"]}  # word for word the same memory under another id
+    edges = [(items[4]["id"], items[2]["id"], "relates_to", 0.8), (items[1]["id"], items[4]["id"], "same_event", 0.9)]
+    with Brain.open(tmp_path / "data") as brain:
+        res = bench_write(brain, items, measure_floor=False)
+        assert res.duplicates == 1 and res.stored_as[items[4]["id"]] == items[1]["id"]
+        assert brain.store.count(SPACE) == 5
+        assert link_edges(brain, edges, res.stored_as) == 1  # the self-loop through the duplicate is skipped
+        assert [(e.from_id, e.to_id) for e in brain.edges(SPACE)] == [(items[1]["id"], items[2]["id"])]

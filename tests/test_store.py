@@ -194,7 +194,7 @@ def test_side_section_roles_are_indexed_and_backfilled_in_an_old_ledger(brain_pa
         assert by_role == {"core": [pinned], "favorite": [fav], "weather": [weather]}
         assert len(b.store.list(SPACE, limit=100)) == 3 + len(plain)
     with sqlite3.connect(brain_path / "ledger.db") as c:  # the ledger as an older version wrote it
-        c.execute("DROP INDEX buckets_roles")
+        c.execute("DROP INDEX buckets_roles2")
         c.execute("ALTER TABLE buckets DROP COLUMN roles")
     with Brain.open(brain_path, {"gateway": {"budgets": {"core_memory": 200}}}) as b:
         assert [x.id for x in b.store.list(SPACE, role="core", limit=100)] == [pinned]
