@@ -391,6 +391,7 @@ def plot_turn_p95(results: list[dict], path: str | Path) -> None:
         ax.annotate(f"{r['overhead_p95']}x", (r["buckets"], r["turn_ms"]["p95"]), textcoords="offset points",
                     xytext=(0, 6), ha="center", fontsize=8)
     ax.set_xscale("log")
+    ax.set_ylim(0, max(r["turn_ms"]["p95"] for r in rows) * 1.18)  # room for the labels, and 0 in sight
     ax.set_xlabel("buckets in the space")
     ax.set_ylabel("ms")
     ax.set_title("Turn latency p95 against store size")
