@@ -28,7 +28,7 @@ from .errors import (
     ValidationError,
 )
 from .recall_types import LayerDecision, QueryPlan, RuntimeGate
-from .sections import Turn
+from .turn.sections import Turn
 
 __all__ = [
     "AuthError",

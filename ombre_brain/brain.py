@@ -30,7 +30,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 log = logging.getLogger("ombre_brain")
 
 ORIGIN_RANK = {"user": 3, "assistant": 2, "derived": 1}
-OPTIONAL_MODULES = {"dream_engine": "dream"}  # capability property -> the module that implements it
+OPTIONAL_MODULES = {"dream_engine": "dream.engine", "forget": "forget.purge", "gateway": "gateway.core"}  # capability property -> the module that implements it
 PROTECTED_FIELDS = ("title", "body", "summary", "pinned", "protected", "anchor", "archived", "resolved", "digested",
                     "memory_subject", "memory_layer")
 
@@ -48,7 +48,7 @@ class Brain:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.config = _as_config(config)
-        from .lexical import init_jieba, tokenize
+        from .retrieval.lexical import init_jieba, tokenize
 
         init_jieba(self.path / "jieba_cache")
         stop = frozenset(w.lower() for w in self.config.lexical.stop_words)
@@ -70,7 +70,7 @@ class Brain:
                 rec()
 
     def _make_embedder(self):
-        from .embedding import get_embedder
+        from .retrieval.embedding import get_embedder
 
         return get_embedder(self.config.embedding)
 
@@ -239,7 +239,7 @@ class Brain:
         return self.batchsearch(space, [query], k)[0]
 
     def batchsearch(self, space: str, queries: list[str], k: int = 10) -> list[list]:
-        from .retrieval import Retriever
+        from .retrieval.candidates import Retriever
 
         r = Retriever(self)
         return [r.rank(space, q, k) for q in queries]
@@ -247,7 +247,7 @@ class Brain:
     def turn(self, space: str, session: str = "default", query: str = "", now: datetime | str | None = None,
              *, dry_run: bool = False):
         """Run one turn of the read pipeline and return its Turn (to_dict() is the §11 TURN)."""
-        from .pipeline import run_turn
+        from .turn.pipeline import run_turn
 
         validate_space(space)
         if not isinstance(session, str) or not session or len(session) > 200:
@@ -266,13 +266,13 @@ class Brain:
 
     @property
     def forget(self):
-        from .forget import Forgetter
+        from .forget.purge import Forgetter
 
         return self._extra("forget", lambda: Forgetter(self))
 
     @property
     def gateway(self):
-        from .gateway import Gateway
+        from .gateway.core import Gateway
 
         return self._extra("gateway", lambda: Gateway(self))
 
@@ -281,7 +281,7 @@ class Brain:
 
     @property
     def dream_engine(self):
-        from .dream import DreamEngine
+        from .dream.engine import DreamEngine
 
         return self._extra("dream", lambda: DreamEngine(self))
 

@@ -57,7 +57,7 @@ def cmd_config_check(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    from .replay import run_scenario
+    from .tools.replay import run_scenario
 
     paths: list[Path] = []
     for f in args.files:
@@ -91,7 +91,7 @@ def _check_bind(host: str, brain) -> None:
 def serve(brain, host: str, port: int, threads: int = 8) -> None:
     from waitress import create_server
 
-    from .debug_ui.app import create_app
+    from .server.app import create_app
 
     _check_bind(host, brain)
     app = create_app(brain)
@@ -117,7 +117,7 @@ def seed_persona(brain, path: Path = DEMO_PERSONA) -> tuple[str, int]:
     from datetime import datetime, timezone
 
     from .config import load_yaml_text
-    from .replay import _seed
+    from .tools.replay import _seed
 
     data = load_yaml_text(path.read_text(encoding="utf-8"))
     space = data.get("space", "haven:xiaoyu")
@@ -152,7 +152,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_reindex(args) -> int:
-    from .maintenance import reindex
+    from .tools.doctor import reindex
 
     with _brain_for_reindex(args) as brain:
         _print(reindex(brain, args.space))
@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="PNG", help="draw turn p95 against store size from earlier --json results "
                    "(given as RESULTS) instead of running")
     p.add_argument("results", nargs="*", metavar="RESULTS", help="bench --json output files, with --plot")
-    p.set_defaults(func=_dispatch("bench", "cmd_bench"))
+    p.set_defaults(func=_dispatch("tools.bench", "cmd_bench"))
 
     p = sub.add_parser("eval", help="retrieval evaluation (LoCoMo, Chinese companion set)")
     esub = p.add_subparsers(dest="eval_command", required=True, metavar="SET")
@@ -238,25 +238,25 @@ def build_parser() -> argparse.ArgumentParser:
     pe.add_argument("--data", required=True, help="folder of LoCoMo *.json conversations")
     pe.add_argument("--k", default="5,10,25,50")
     pe.add_argument("--json", action="store_true")
-    pe.set_defaults(func=_dispatch("evaluate", "cmd_eval_locomo"))
+    pe.set_defaults(func=_dispatch("tools.evaluate", "cmd_eval_locomo"))
     pe = esub.add_parser("recall", help="hit@k and MRR on a memories-and-queries YAML")
     _common(pe, data=False)
     pe.add_argument("--data", required=True, help="the YAML file")
     pe.add_argument("--json", action="store_true")
-    pe.set_defaults(func=_dispatch("evaluate", "cmd_eval_recall"))
+    pe.set_defaults(func=_dispatch("tools.evaluate", "cmd_eval_recall"))
 
     p = sub.add_parser("export", help="write a space as portable JSONL")
     _common(p)
     p.add_argument("--space", required=True)
     p.add_argument("out")
-    p.set_defaults(func=_dispatch("portability", "cmd_export"))
+    p.set_defaults(func=_dispatch("tools.portability", "cmd_export"))
 
     p = sub.add_parser("import", help="restore a JSONL export, or migrate Ombre-Brain markdown buckets")
     _common(p)
     p.add_argument("path")
     p.add_argument("--from", dest="from_format", choices=["jsonl", "ombre-md"], default="jsonl")
     p.add_argument("--space", default=None, help="target space (required for ombre-md; overrides the export's)")
-    p.set_defaults(func=_dispatch("portability", "cmd_import"))
+    p.set_defaults(func=_dispatch("tools.portability", "cmd_import"))
 
     p = sub.add_parser("purge", help="forget buckets, a source or a whole space, with a signed receipt")
     _common(p)
@@ -264,12 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bucket", action="append", dest="bucket_ids", default=None)
     p.add_argument("--source", default=None)
     p.add_argument("--whole-space", action="store_true")
-    p.set_defaults(func=_dispatch("forget", "cmd_purge"))
+    p.set_defaults(func=_dispatch("forget.purge", "cmd_purge"))
 
     p = sub.add_parser("verify-receipt", help="verify a purge receipt file")
     _common(p, data=False)
     p.add_argument("file")
-    p.set_defaults(func=_dispatch("forget", "cmd_verify_receipt"))
+    p.set_defaults(func=_dispatch("forget.purge", "cmd_verify_receipt"))
 
     p = sub.add_parser("dream", help="the dream engine")
     dsub = p.add_subparsers(dest="dream_command", required=True, metavar="SUBCOMMAND")
@@ -277,17 +277,17 @@ def build_parser() -> argparse.ArgumentParser:
     _common(pd)
     pd.add_argument("--space", required=True)
     pd.add_argument("--now", default=None)
-    pd.set_defaults(func=_dispatch("dream", "cmd_dream_run"))
+    pd.set_defaults(func=_dispatch("dream.engine", "cmd_dream_run"))
 
     p = sub.add_parser("jobs", help="list and retry post-exchange memory-writing jobs")
     _common(p)
     p.add_argument("--retry", action="append", default=None, help="job id to retry (or 'dead' for all dead-lettered)")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_dispatch("ingest", "cmd_jobs"))
+    p.set_defaults(func=_dispatch("gateway.ingest", "cmd_jobs"))
 
     p = sub.add_parser("doctor", help="check Chroma, the lexical index and the ledger agree; repair")
     _common(p)
-    p.set_defaults(func=_dispatch("maintenance", "cmd_doctor"))
+    p.set_defaults(func=_dispatch("tools.doctor", "cmd_doctor"))
     return ap
 
 

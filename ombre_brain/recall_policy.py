@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 
 from .config import Config, Cues
-from .gates import (
+from .turn.gates import (
     REASONS,
     build_runtime_gate,
     cooldown_gate,
@@ -226,7 +226,7 @@ def _affect_sets() -> tuple[tuple[_CueSet, float, float], ...]:
 
 
 def _default_tokenizer() -> Tokenizer:
-    from .lexical import tokenize  # lazy: jieba loads only when a plan is first made
+    from .retrieval.lexical import tokenize  # lazy: jieba loads only when a plan is first made
 
     return tokenize
 

@@ -186,7 +186,7 @@ class LiveServer:
     def __init__(self, brain, env_tokens=None) -> None:
         from waitress import create_server
 
-        from ombre_brain.debug_ui.app import create_app
+        from ombre_brain.server.app import create_app
 
         self.brain = brain
         self.app = create_app(brain, env_tokens=env_tokens)
@@ -236,7 +236,7 @@ class StandInUpstream:
         import json
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-        from ombre_brain.ingest import EXTRACTOR_PROMPT
+        from ombre_brain.gateway.ingest import EXTRACTOR_PROMPT
 
         self.reset()
         outer = self

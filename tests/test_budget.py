@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ombre_brain.budget import STABLE_SECTIONS, apply_budgets, estimate_tokens, truncate_to_tokens
+from ombre_brain.turn.budget import STABLE_SECTIONS, apply_budgets, estimate_tokens, truncate_to_tokens
 from ombre_brain.config import SECTION_KEYS, Budgets
 from ombre_brain.recall_types import Item, SectionOut
 

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from ombre_brain import Brain
-from ombre_brain.maintenance import doctor
-from tests.conftest import LiveServer
+from ombre_brain.tools.doctor import doctor
+from .conftest import LiveServer
 
 SPACE = "haven:busy"
 THREADS, OPS = 8, 200

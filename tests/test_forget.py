@@ -19,7 +19,7 @@ import pytest
 
 from ombre_brain import Brain, ConfigError, ProvenanceError, SourceSuppressedError, ValidationError
 from ombre_brain.cli import main as cli_main
-from ombre_brain.receipts import canonical, verify
+from ombre_brain.forget.receipts import canonical, verify
 
 from .conftest import LiveServer
 
@@ -144,7 +144,7 @@ def assert_forgotten(brain, server, client, space, gone_ids, words=WORDS):
         vec = brain.embedder.query(w)
         hits = brain.store.vector_search(space, vec, 50)
         assert not any(h.split("#")[0] in gone_ids for h in hits)
-    if importlib.util.find_spec("ombre_brain.portability") is not None:
+    if importlib.util.find_spec("ombre_brain.tools.portability") is not None:
         seen["export"] = export_text(brain, space)
     for where, text in seen.items():
         for w in words:
@@ -169,7 +169,7 @@ def without_echo(response) -> str:
 
 def export_text(brain, space) -> str:
     from ombre_brain.errors import NotFoundError
-    from ombre_brain.portability import export_rows
+    from ombre_brain.tools.portability import export_rows
 
     try:
         return json.dumps(export_rows(brain, space), ensure_ascii=False)
@@ -314,7 +314,7 @@ def test_purging_buckets_suppresses_their_sources(fbrain):
 
 
 def test_queued_exchanges_lose_the_text_of_purged_memories(fbrain):
-    from ombre_brain.ingest import JobTable
+    from ombre_brain.gateway.ingest import JobTable
 
     jobs = JobTable(fbrain.ledger)
     jobs.insert("ab12" * 16, A, "s1", {"user": "I told you about the glimmerwick", "assistant": "ok"})

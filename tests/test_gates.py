@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from ombre_brain import gates as G
+from ombre_brain.turn import gates as G
 from ombre_brain.buckets import Bucket, Moment
 from ombre_brain.config import load_config
 from ombre_brain.memory_layers import infer_layer

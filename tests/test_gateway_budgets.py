@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ombre_brain import Brain
-from ombre_brain.budget import estimate_tokens
+from ombre_brain.turn.budget import estimate_tokens
 from ombre_brain.cli import seed_persona
 
 SPACE = "haven:xiaoyu"

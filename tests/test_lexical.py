@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from ombre_brain.lexical import K1, B, LexicalIndex, init_jieba, lucene_idf, tokenize
+from ombre_brain.retrieval.lexical import K1, B, LexicalIndex, init_jieba, lucene_idf, tokenize
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -57,7 +57,7 @@ def test_jieba_cache_dir_is_honoured_and_quiet(tmp_path):
     cache = tmp_path / "jieba"
     code = (
         "from pathlib import Path\n"
-        "from ombre_brain.lexical import init_jieba, tokenize\n"
+        "from ombre_brain.retrieval.lexical import init_jieba, tokenize\n"
         f"init_jieba(Path({str(cache)!r}))\n"
         "init_jieba(Path('/nonexistent/elsewhere'))\n"  # idempotent: the first location wins
         "print(tokenize('重庆火锅'))\n"

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from ombre_brain import Brain
-from ombre_brain.upstream import SSEText, message_text
+from ombre_brain.gateway.upstream import SSEText, message_text
 
 from .conftest import LiveServer, StandInUpstream, free_port
 

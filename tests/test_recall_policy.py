@@ -37,7 +37,7 @@ def _fallback_tokenizer(tmp_dir):
 def tokenizer(tmp_path_factory):
     cache = tmp_path_factory.mktemp("jieba")
     try:
-        from ombre_brain import lexical
+        from ombre_brain.retrieval import lexical
     except ImportError:
         return _fallback_tokenizer(cache)
     lexical.init_jieba(cache)
@@ -444,7 +444,7 @@ def test_tokenizer_is_lazy(cfg):
 
 
 def test_default_tokenizer_is_lexical(cfg):
-    pytest.importorskip("ombre_brain.lexical")
+    pytest.importorskip("ombre_brain.retrieval.lexical")
     p = RecallPolicy(cfg)
     assert "海边" in p.plan_query("还记得我们去海边那次吗").terms
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ombre_brain import ValidationError
-from ombre_brain.receipts import RECEIPT_TYPE, b64url_decode, canonical, make_receipt, sign, unwrap, verify
+from ombre_brain.forget.receipts import RECEIPT_TYPE, b64url_decode, canonical, make_receipt, sign, unwrap, verify
 
 KEY = b"test-secret-\xe2\x9c\x93"
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ombre_brain.buckets import Bucket, SourceRef, build_moments, split_sentences
 from ombre_brain.config import load_config
 from ombre_brain.recall_types import Item, PathStep, QueryPlan, SectionOut
-from ombre_brain.render import (
+from ombre_brain.turn.render import (
     choose_shape,
     quote_block,
     render_capsule,

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import free_port
+from .conftest import free_port
 
 SPACE = "haven:kill"
 KEY_ENV = "OMBRE_TEST_PURGE_KEY"

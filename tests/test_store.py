@@ -11,7 +11,7 @@ import random
 import pytest
 
 from ombre_brain import Brain
-from ombre_brain.maintenance import doctor
+from ombre_brain.tools.doctor import doctor
 
 SPACE = "haven:xiaoyu"
 

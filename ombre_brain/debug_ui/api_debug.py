@@ -12,7 +12,7 @@ from flask import Blueprint, jsonify, request
 
 from ..errors import NotFoundError
 from . import debug_views as V
-from .common import authorize_space, current_scope, get_brain, int_arg, str_arg
+from ..server.common import authorize_space, current_scope, get_brain, int_arg, str_arg
 
 bp = Blueprint("debug_api", __name__)
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from ..buckets import Bucket, Moment
 from ..config import LAYER_NAMES, Config
-from ..gates import build_runtime_gate, describe_reason
+from ..turn.gates import build_runtime_gate, describe_reason
 from ..memory_layers import infer_layer
 from ..recall_types import GATE_NAMES, Edge
-from ..sections import Turn
+from ..turn.sections import Turn
 
 # Reasons the debug views give for buckets the pipeline did not decide about this turn.
 DEBUG_REASONS = {

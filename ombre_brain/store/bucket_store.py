@@ -161,7 +161,7 @@ class BucketStore:
         return [r["space"] for r in self.ledger.query("SELECT space FROM spaces ORDER BY space")]
 
     def lexical(self, space: str):
-        from ..lexical import LexicalIndex
+        from ..retrieval.lexical import LexicalIndex
 
         with self._lock:
             idx = self._lexical.get(space)

@@ -14,8 +14,8 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-from .config import Budgets
-from .recall_types import Item, SectionOut
+from ..config import Budgets
+from ..recall_types import Item, SectionOut
 from .render import DIRECT_SHAPES, ELLIPSIS
 
 __all__ = ["STABLE_SECTIONS", "apply_budgets", "estimate_tokens", "item_tokens", "truncate_to_tokens"]

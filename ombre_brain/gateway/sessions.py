@@ -10,8 +10,8 @@ import json
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from .recall_types import SessionState
-from .store.ledger import Ledger
+from ..recall_types import SessionState
+from ..store.ledger import Ledger
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (

@@ -123,7 +123,7 @@ def load_recall_yaml(path: str | Path) -> Dataset:
     """The memories-and-queries format: ``memories: {id: text}``, ``queries: [{q, want: [ids]}]``."""
     import yaml
 
-    from .errors import ValidationError
+    from ..errors import ValidationError
 
     path = Path(path)
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -240,7 +240,7 @@ def run_dataset(ds: Dataset, depth: int, *, config=None, show_progress: bool = T
 
     Returns ``{"rankings": {system: [[ids]…]}, "seconds": {system: s}, "embed_seconds": s, "model_id": …}``.
     """
-    from .brain import Brain
+    from ..brain import Brain
 
     space = "eval:" + re.sub(r"[^A-Za-z0-9_.:\-]", "_", ds.name)[:100]
     with tempfile.TemporaryDirectory(prefix="ombre-eval-") as tmp, Brain.open(Path(tmp) / "data", config) as brain:
@@ -291,7 +291,7 @@ def score_locomo(questions: Sequence[Question], rankings: Sequence[Sequence[str]
 def eval_locomo(data_dir: str | Path, ks: Sequence[int] = DEFAULT_KS, *, config=None,
                 show_progress: bool = True) -> dict:
     """Turn-level recall@k on every LoCoMo conversation in ``data_dir`` (see the module docstring)."""
-    from .errors import ValidationError
+    from ..errors import ValidationError
 
     files = sorted(Path(data_dir).glob("*.json"))
     if not files:
@@ -377,7 +377,7 @@ def format_recall(res: dict) -> str:
 
 
 def _parse_ks(text: str) -> list[int]:
-    from .errors import ValidationError
+    from ..errors import ValidationError
 
     try:
         ks = sorted({int(k) for k in str(text).split(",") if k.strip()})
@@ -395,7 +395,7 @@ def cmd_eval_locomo(args) -> int:
 
 
 def cmd_eval_recall(args) -> int:
-    from .errors import ValidationError
+    from ..errors import ValidationError
 
     if not Path(args.data).is_file():
         raise ValidationError(f"no such file: {args.data}", field="data")

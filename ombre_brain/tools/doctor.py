@@ -15,8 +15,8 @@ import json
 import sys
 from datetime import datetime, timezone
 
-from .buckets import bucket_from_stored, build_moments
-from .errors import OmbreError
+from ..buckets import bucket_from_stored, build_moments
+from ..errors import OmbreError
 
 ISSUES = ("unfinished", "missing_in_chroma", "orphans_in_chroma", "stale_in_chroma", "buckets_without_moments",
           "orphan_moment_rows", "dangling_edges", "missing_in_lexical", "extra_in_lexical")
@@ -223,7 +223,7 @@ def _describe(space: str, e: dict) -> list[str]:
 
 
 def cmd_doctor(args) -> int:
-    from .brain import Brain
+    from ..brain import Brain
 
     with Brain.open(args.data, args.config) as brain:
         report = doctor(brain)
@@ -245,6 +245,6 @@ def cmd_doctor(args) -> int:
 
 
 def _text_hash(text: str) -> str:
-    from .buckets import Moment
+    from ..buckets import Moment
 
     return Moment("", "", 0, "", text, False).text_hash

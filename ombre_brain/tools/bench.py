@@ -210,7 +210,7 @@ def _floor_collection(brain):
 
 def bench_write(brain, items: list[dict], *, measure_floor: bool = True) -> WriteResult:
     """Write ``items`` through write_many chunk by chunk; interleave floor chunks on the same texts."""
-    from .buckets import bucket_from_dict, build_moments
+    from ..buckets import bucket_from_dict, build_moments
 
     n = len(items)
     chunks = [items[i:i + CHUNK] for i in range(0, n, CHUNK)]
@@ -303,7 +303,7 @@ def run_bench(buckets: int = 1000, queries: int = 200, *, seed: int = 7, write: 
     latency can be re-measured after a change to the read path. The write numbers in such a run
     are the ones recorded when the store was built, and ``"reused": true`` says so.
     """
-    from .errors import ValidationError
+    from ..errors import ValidationError
 
     if buckets < 1 or queries < 1:
         raise ValidationError("--buckets and --queries must be at least 1")
@@ -314,8 +314,8 @@ def run_bench(buckets: int = 1000, queries: int = 200, *, seed: int = 7, write: 
 
 
 def _run_in(root: Path, buckets: int, queries: int, seed: int, write: bool, turns: bool, config) -> dict:
-    from .brain import Brain
-    from .errors import ValidationError
+    from ..brain import Brain
+    from ..errors import ValidationError
 
     marker = root / "bench-store.json"
     built = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else None
@@ -406,7 +406,7 @@ def cmd_bench(args) -> int:
     if getattr(args, "plot", None):
         return _cmd_plot(args.plot, args.results)
     if getattr(args, "results", None):
-        from .errors import ValidationError
+        from ..errors import ValidationError
 
         raise ValidationError("result files are read only with --plot PNG")
     only_write, only_turns = bool(getattr(args, "write", False)), bool(getattr(args, "turns", False))
@@ -419,7 +419,7 @@ def cmd_bench(args) -> int:
 
 
 def _cmd_plot(out: str, files: list[str]) -> int:
-    from .errors import ValidationError
+    from ..errors import ValidationError
 
     if not files:
         raise ValidationError("--plot needs the --json outputs of earlier bench runs to draw, e.g. "

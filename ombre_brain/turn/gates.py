@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from .buckets import CONTEXT_ONLY_SECTIONS, Bucket, Moment
-from .config import Config, favorite_tags
-from .recall_types import (
+from ..buckets import CONTEXT_ONLY_SECTIONS, Bucket, Moment
+from ..config import Config, favorite_tags
+from ..recall_types import (
     GATE_NAMES,
     NOT_APPLICABLE,
     Candidate,

@@ -33,9 +33,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
 
-from .buckets import Bucket, bucket_from_dict, validate_space
-from .errors import ConflictError, NotFoundError, OmbreError, ValidationError
-from .store.bucket_store import RELATIONS, VISIBLE
+from ..buckets import Bucket, bucket_from_dict, validate_space
+from ..errors import ConflictError, NotFoundError, OmbreError, ValidationError
+from ..store.bucket_store import RELATIONS, VISIBLE
 
 FORMAT = "ombre-brain-export"
 VERSION = 1
@@ -382,7 +382,7 @@ def _check_fact(n: int, obj: dict, brain) -> Problem | None:
     if not isinstance(rid, str) or not rid:
         return Problem(f"line {n}", "fact has no record_id")
     try:
-        from .facts.restore import parse_record
+        from ..facts.restore import parse_record
     except ImportError:  # no facts capability in this build: restoring will say so
         return None
     try:
@@ -501,7 +501,7 @@ def _progress_bar(total: int, desc: str):
 
 
 def cmd_export(args) -> int:
-    from .brain import Brain
+    from ..brain import Brain
 
     with Brain.open(args.data, args.config) as brain:
         header, rows = export_rows(brain, args.space)
@@ -527,7 +527,7 @@ def _count_rows(path: Path, fmt: str) -> int:
 
 
 def cmd_import(args) -> int:
-    from .brain import Brain
+    from ..brain import Brain
 
     fmt = getattr(args, "from_format", "jsonl") or "jsonl"
     if fmt == "ombre-md" and not args.space:

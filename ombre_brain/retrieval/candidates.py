@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from time import perf_counter
 
 from .fusion import admit, asked_terms, dense_weight_for, fuse, group_by_bucket, is_cjk_text, lift_by_context
-from .recall_types import Candidate, QueryPlan
+from ..recall_types import Candidate, QueryPlan
 
 
 @dataclasses.dataclass(frozen=True)

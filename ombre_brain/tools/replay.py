@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .buckets import parse_time, relative_time
-from .config import deep_merge, load_config, load_yaml_text
-from .errors import ConfigError, ValidationError
+from ..buckets import parse_time, relative_time
+from ..config import deep_merge, load_config, load_yaml_text
+from ..errors import ConfigError, ValidationError
 
 EXPECT_KEYS = ("include", "exclude", "injected", "not_injected", "shapes", "present_sections", "absent_sections",
                "order", "plan", "rendered_contains", "rendered_excludes", "no_forged_headings")
@@ -95,7 +95,7 @@ def _config_for(scenario: dict, overlay: Any) -> Any:
 
 
 def run_scenario(path: str | Path, *, config: Any = None, data_dir: str | Path | None = None) -> ReplayResult:
-    from .brain import Brain
+    from ..brain import Brain
 
     sc = load_scenario(path)
     cfg = _config_for(sc, config)
@@ -215,7 +215,7 @@ def check_expect(turn: dict, expect: Mapping) -> list[str]:
 
 def not_injected_text_check(turn: dict, bodies: Mapping[str, str], ids) -> list[str]:
     """The stronger half of `not_injected`: no sentence of the body appears in `rendered`."""
-    from .buckets import split_sentences
+    from ..buckets import split_sentences
 
     out = []
     for bid in ids:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .config import DiffusionConfig
-from .recall_types import DiffusionHit, Edge, PathStep
+from ..config import DiffusionConfig
+from ..recall_types import DiffusionHit, Edge, PathStep
 
 __all__ = ["diffuse", "is_reliable_chain", "relation_weight"]
 

@@ -17,7 +17,7 @@ import httpx
 from flask import Blueprint, Response, jsonify, request, stream_with_context
 
 from ..errors import UpstreamError, ValidationError
-from ..upstream import SSEText, UpstreamNotConfigured, completion_text, message_text
+from ..gateway.upstream import SSEText, UpstreamNotConfigured, completion_text, message_text
 from .common import authorize_space, get_brain, json_body, token_default_space
 
 log = logging.getLogger("ombre_brain")

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from .buckets import Bucket, Moment
-from .recall_types import Admission, Candidate, MomentHit
+from ..buckets import Bucket, Moment
+from ..recall_types import Admission, Candidate, MomentHit
 
 __all__ = ["ANCHOR_SHIFT", "admit", "dense_weight_for", "discriminative_terms", "fuse", "group_by_bucket",
            "is_cjk_text", "lift_by_context"]

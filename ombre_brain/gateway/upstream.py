@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 
-from .config import UpstreamConfig
-from .errors import UpstreamError
+from ..config import UpstreamConfig
+from ..errors import UpstreamError
 
 log = logging.getLogger("ombre_brain")
 

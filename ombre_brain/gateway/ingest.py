@@ -22,10 +22,10 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from .classify import classify
-from .config import WriterConfig
-from .errors import NotFoundError, SourceSuppressedError, UpstreamError, ValidationError
-from .store.ledger import Ledger
+from ..classify import classify
+from ..config import WriterConfig
+from ..errors import NotFoundError, SourceSuppressedError, UpstreamError, ValidationError
+from ..store.ledger import Ledger
 from .upstream import message_text
 
 log = logging.getLogger("ombre_brain")
@@ -416,7 +416,7 @@ def cmd_jobs(args) -> int:
     """`ombre-brain jobs [--retry ID|dead|failed] [--json]`: list pending, failed and dead jobs."""
     from pathlib import Path
 
-    from .config import load_config
+    from ..config import load_config
 
     cfg = load_config(*(f for f in (args.config,) if f))
     path = Path(args.data) / "ledger.db"

@@ -41,8 +41,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import receipts
-from .buckets import validate_id, validate_space
-from .errors import ConfigError, SourceSuppressedError, ValidationError
+from ..buckets import validate_id, validate_space
+from ..errors import ConfigError, SourceSuppressedError, ValidationError
 
 log = logging.getLogger("ombre_brain")
 
@@ -390,7 +390,7 @@ class Forgetter:
         """Loaded capability objects, plus those whose state lives in the ledger even when not loaded."""
         brain = self.brain
         objs = {name: obj for name, obj in brain._extras.items() if obj is not self}
-        if "dream" not in objs and importlib.util.find_spec("ombre_brain.dream") is not None:
+        if "dream" not in objs and importlib.util.find_spec("ombre_brain.dream.engine") is not None:
             objs["dream"] = brain.dream_engine
         ingest = getattr(objs.get("gateway"), "_ingest", None)
         if ingest is not None:
@@ -403,9 +403,9 @@ class Forgetter:
         A purged exchange keeps its job row, emptied and marked done, so replaying the same
         exchange stays a no-op instead of queueing the forgotten text again.
         """
-        if importlib.util.find_spec("ombre_brain.ingest") is None:
+        if importlib.util.find_spec("ombre_brain.gateway.ingest") is None:
             return 0
-        from .ingest import JobTable
+        from ..gateway.ingest import JobTable
 
         jobs = JobTable(self.ledger)
         hook = getattr(jobs, "on_purge", None)
@@ -467,7 +467,7 @@ def answer(receipt: dict) -> dict:
 
 
 def cmd_purge(args) -> int:
-    from .brain import Brain
+    from ..brain import Brain
 
     with Brain.open(args.data, args.config) as brain:
         receipt = brain.purge(args.space, bucket_ids=args.bucket_ids, source=args.source,
@@ -478,7 +478,7 @@ def cmd_purge(args) -> int:
 
 def cmd_verify_receipt(args) -> int:
     """Exit 0 when the receipt verifies, 1 when it does not, 2 when it cannot be checked (config, file)."""
-    from .config import load_config
+    from ..config import load_config
 
     config = load_config(*(f for f in (args.config,) if f))
     try:

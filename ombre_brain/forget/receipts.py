@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import ValidationError
+from ..errors import ValidationError
 
 RECEIPT_TYPE = "purge-receipt+v1"
 

@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from . import gates as G
-from .buckets import Bucket, bucket_from_stored, now_utc, parse_time, validate_space
-from .budget import estimate_tokens
-from .config import DreamConfig, favorite_tags
-from .dream_compose import (
+from ..turn import gates as G
+from ..buckets import Bucket, bucket_from_stored, now_utc, parse_time, validate_space
+from ..turn.budget import estimate_tokens
+from ..config import DreamConfig, favorite_tags
+from .compose import (
     Material,
     Resonance,
     calibrated_cosine,
@@ -52,11 +52,11 @@ from .dream_compose import (
     recall_cues,
     resonance,
 )
-from .embedding import has_cjk
-from .fusion import is_cjk_text
-from .memory_layers import SOURCE_TAGS, WEATHER_TAGS, infer_layer
-from .recall_types import Item, QueryPlan, SessionState
-from .render import render_dream
+from ..retrieval.embedding import has_cjk
+from ..retrieval.fusion import is_cjk_text
+from ..memory_layers import SOURCE_TAGS, WEATHER_TAGS, infer_layer
+from ..recall_types import Item, QueryPlan, SessionState
+from ..turn.render import render_dream
 
 log = logging.getLogger("ombre_brain")
 
@@ -237,7 +237,7 @@ class DreamEngine:
                  limit: int) -> tuple[str, str]:
         config = self.brain.config
         if self.cfg.llm and config.upstream.base_url:
-            from .upstream import completion_text
+            from ..gateway.upstream import completion_text
 
             payload: dict[str, Any] = {"messages": llm_messages(self.cfg.prompt, material, echo, cues, limit),
                                        "temperature": 0.9, "max_tokens": limit * 2, "stream": False}
@@ -493,7 +493,7 @@ class DreamEngine:
 
 def cmd_dream_run(args) -> int:
     """`ombre-brain dream run --space S [--now T]`: print the run's report; a dreamless run is not an error."""
-    from .brain import Brain
+    from ..brain import Brain
 
     now = parse_time(args.now, "now") if args.now else None
     with Brain.open(args.data, args.config) as brain:

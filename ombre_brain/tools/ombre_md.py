@@ -35,9 +35,9 @@ from typing import Any
 
 import yaml
 
-from .buckets import Bucket, bucket_from_dict, validate_space
-from .config import load_yaml_text
-from .errors import ValidationError
+from ..buckets import Bucket, bucket_from_dict, validate_space
+from ..config import load_yaml_text
+from ..errors import ValidationError
 from .portability import ImportReport, Problem, apply_buckets
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")

@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from .buckets import Bucket, split_sentences
-from .budget import estimate_tokens
-from .fusion import is_cjk_text
+from ..buckets import Bucket, split_sentences
+from ..turn.budget import estimate_tokens
+from ..retrieval.fusion import is_cjk_text
 
 AFFECT_RADIUS = 0.4
 CUE_CONTAINED = 0.96

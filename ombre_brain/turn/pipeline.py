@@ -15,10 +15,10 @@ from time import perf_counter
 from typing import Any
 
 from . import gates as G
-from .buckets import Bucket
+from ..buckets import Bucket
 from .diffusion import diffuse
-from .memory_layers import infer_layer, is_favorite
-from .recall_types import (
+from ..memory_layers import infer_layer, is_favorite
+from ..recall_types import (
     Candidate,
     DiffusionHit,
     GateResult,
@@ -42,7 +42,7 @@ from .render import (
     render_weather,
     render_window,
 )
-from .retrieval import Retrieval, Retriever
+from ..retrieval.candidates import Retrieval, Retriever
 from .sections import Turn, assemble
 
 DIRECT_SHAPES = ("bucket_original", "bucket_window", "bucket_capsule")
@@ -367,7 +367,7 @@ def _facts(ctx: TurnContext) -> list[Item]:
     facts = ctx.brain._optional("facts")
     if facts is None or ctx.cfg.gateway.budgets.facts <= 0:
         return []
-    from .facts import background_line
+    from ..facts import background_line
 
     rows = facts.stable_section(ctx.space, None, ctx.state.now, query=ctx.plan.query)
     n = len(rows)

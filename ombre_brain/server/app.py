@@ -6,18 +6,19 @@ is logged and answered 500 with no traceback, so a caller never sees our interna
 
 from __future__ import annotations
 
-import importlib
 import logging
 
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
+from ..debug_ui import api_debug, pages
 from ..errors import OmbreError
+from . import api_buckets, api_facts, api_forget, api_gateway
 
 log = logging.getLogger("ombre_brain")
 
-# Blueprints by module; each is optional so the app serves whatever capabilities are present.
-BLUEPRINTS = ("api_buckets", "api_facts", "api_gateway", "api_forget", "api_debug", "pages")
+# The production /v1 API, then the debug JSON routes and pages (a blueprint of the same app).
+BLUEPRINTS = (api_buckets.bp, api_facts.bp, api_gateway.bp, api_forget.bp, api_debug.bp, pages.bp)
 
 
 def create_app(brain, *, env_tokens: dict | None = None) -> Flask:
@@ -28,14 +29,8 @@ def create_app(brain, *, env_tokens: dict | None = None) -> Flask:
     app.json.ensure_ascii = False
     app.json.sort_keys = False
 
-    for name in BLUEPRINTS:
-        try:
-            module = importlib.import_module(f"{__package__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"{__package__}.{name}":
-                continue
-            raise
-        app.register_blueprint(module.bp)
+    for bp in BLUEPRINTS:
+        app.register_blueprint(bp)
 
     @app.errorhandler(OmbreError)
     def _ombre_error(exc: OmbreError):

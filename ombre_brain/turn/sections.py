@@ -11,7 +11,7 @@ import dataclasses
 from typing import Any
 
 from .budget import apply_budgets, estimate_tokens
-from .recall_types import Item, QueryPlan, SectionOut, SessionState, Suppressed
+from ..recall_types import Item, QueryPlan, SectionOut, SessionState, Suppressed
 from .render import render_markdown
 
 STABLE_ORDER = ("core_memory", "facts")

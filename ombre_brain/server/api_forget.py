@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, jsonify
 
 from ..errors import ConfigError, ValidationError
-from ..forget import answer
+from ..forget.purge import answer
 from .common import authorize_space, get_brain, json_body
 
 bp = Blueprint("forget", __name__)

@@ -40,8 +40,8 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from .config import EmbeddingConfig  # noqa: E402
-from .errors import EmbeddingError  # noqa: E402
+from ..config import EmbeddingConfig  # noqa: E402
+from ..errors import EmbeddingError  # noqa: E402
 
 log = logging.getLogger("ombre_brain")
 

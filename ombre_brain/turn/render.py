@@ -17,9 +17,9 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .buckets import CONTEXT_ONLY_SECTIONS, Bucket, Moment, Section, parse_sections
-from .config import RenderConfig
-from .recall_types import PathStep, QueryPlan, SectionOut
+from ..buckets import CONTEXT_ONLY_SECTIONS, Bucket, Moment, Section, parse_sections
+from ..config import RenderConfig
+from ..recall_types import PathStep, QueryPlan, SectionOut
 
 __all__ = [
     "DIRECT_SHAPES", "choose_shape", "first_clause", "quote_block", "render_capsule", "render_chain_bundle",
