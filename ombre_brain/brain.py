@@ -1,13 +1,14 @@
-"""Brain: the front object. It owns the store and hands each job to a small stage object.
+"""Brain: the front object. It builds each capability once and hands it exactly what it needs.
 
-Keeping Brain thin (txtai's Embeddings style) means the CLI, the HTTP app and tests all call
-the same few methods, and each capability (recall, gateway, facts, forgetting, dreams) lives
-in its own module.
+Keeping Brain thin (txtai's Embeddings style) means the CLI, the HTTP app, the MCP server and
+the tests all call the same few methods, while each capability lives in its own wing: the store
+(``store/``), recall (``retrieval/`` and ``turn/``), the gateway (``gateway/``), dreams
+(``dream/``), facts (``facts/``) and forgetting (``forget/``). None of them imports Brain; they
+receive the store, the config and the other parts they use when Brain is opened.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import threading
@@ -16,12 +17,24 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .buckets import Bucket, Limits, bucket_from_dict, now_utc, parse_time, validate_id, validate_space
+from .buckets import Bucket, Limits, bucket_from_dict, validate_id, validate_space
 from .classify import hints_for
 from .config import Config, load_config
+from .dream.engine import DreamEngine
 from .errors import NotFoundError, ProvenanceError, ValidationError
+from .facts import FactsStore
+from .forget.keys import ensure_local_key
+from .forget.purge import Forgetter
+from .gateway.core import Gateway
+from .recall_policy import RecallPolicy
 from .recall_types import Edge
+from .retrieval.candidates import Retriever
+from .retrieval.embedding import get_embedder
+from .retrieval.lexical import init_jieba, tokenize
 from .store.bucket_store import BucketStore
+from .timeutil import now_utc, parse_time
+from .turn.pipeline import TurnParts, run_turn
+from .turn.sections import Turn
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -30,9 +43,10 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 log = logging.getLogger("ombre_brain")
 
 ORIGIN_RANK = {"user": 3, "assistant": 2, "derived": 1}
-OPTIONAL_MODULES = {"dream_engine": "dream.engine", "forget": "forget.purge", "gateway": "gateway.core"}  # capability property -> the module that implements it
 PROTECTED_FIELDS = ("title", "body", "summary", "pinned", "protected", "anchor", "archived", "resolved", "digested",
                     "memory_subject", "memory_layer")
+MAX_QUERY_CHARS = 8000
+TURN_LOCK_STRIPES = 64
 
 
 def _as_config(config: Any) -> Config:
@@ -47,32 +61,28 @@ class Brain:
     def __init__(self, path: str | Path, config: Any = None) -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
-        self.config = _as_config(config)
-        from .retrieval.lexical import init_jieba, tokenize
-
+        self.config = cfg = _as_config(config)
         init_jieba(self.path / "jieba_cache")
-        stop = frozenset(w.lower() for w in self.config.lexical.stop_words)
+        stop = frozenset(w.lower() for w in cfg.lexical.stop_words)
         self.stop_words = stop
         self.tokenize = lambda text: tokenize(text, stop)
-        self.store = BucketStore(self.path, self.config, self._make_embedder, self.tokenize)
-        self._lock = threading.RLock()
-        self._turn_locks = [threading.Lock() for _ in range(64)]
-        self._extras: dict[str, Any] = {}
+        self.store = BucketStore(self.path, cfg, lambda: get_embedder(cfg.embedding), self.tokenize)
+        self.policy = RecallPolicy(cfg, tokenizer=lambda t, s=None: self.tokenize(t))
+        self.retriever = Retriever(self.store, cfg, self.policy)
+        self.facts = FactsStore(self.store.ledger, cfg)
+        self.gateway = Gateway(cfg, self.store.ledger, self.write)
+        self.dream_engine = DreamEngine(config=cfg, store=self.store, write=self.write, plan=self.policy.plan_query,
+                                        upstream=lambda: self.gateway.upstream)
+        if not cfg.forget.keys:  # the embedded default: forgetting works on the first day
+            ensure_local_key(self.path)
+        self.forget = Forgetter(config=cfg, store=self.store, sessions=self.gateway.sessions, facts=self.facts,
+                                jobs=self.gateway.jobs, participants=[self.dream_engine],
+                                caches=[self.store, self.policy, self.dream_engine], data_dir=self.path)
+        self.parts = TurnParts(config=cfg, store=self.store, policy=self.policy, retriever=self.retriever,
+                               sessions=self.gateway.sessions, dreams=self.dream_engine, facts=self.facts)
+        self._turn_locks = [threading.Lock() for _ in range(TURN_LOCK_STRIPES)]
         self.store.reconcile()
-        self._after_open()
-
-    def _after_open(self) -> None:
-        """Let optional capabilities (forget, gateway, dreams) recover their own half-done work."""
-        for hook in ("forget", "gateway"):
-            obj = self._optional(hook)
-            rec = getattr(obj, "reconcile", None)
-            if callable(rec):
-                rec()
-
-    def _make_embedder(self):
-        from .retrieval.embedding import get_embedder
-
-        return get_embedder(self.config.embedding)
+        self.forget.reconcile()
 
     @classmethod
     def open(cls, path: str | Path = "ombre-data", config: Any = None) -> Brain:
@@ -85,21 +95,8 @@ class Brain:
         self.close()
 
     def close(self) -> None:
-        for obj in self._extras.values():
-            stop = getattr(obj, "close", None)
-            if callable(stop):
-                stop()
+        self.gateway.close()
         self.store.close()
-
-    def _extra(self, name: str, factory):
-        with self._lock:
-            obj = self._extras.get(name)
-            if obj is None:
-                obj = factory()
-                self._extras[name] = obj
-            return obj
-
-    # ------------------------------------------------------------ stage objects
 
     @property
     def embedder(self):
@@ -113,18 +110,6 @@ class Brain:
     def limits(self) -> Limits:
         s = self.config.store
         return Limits(s.max_title_chars, s.max_body_chars, s.max_tags, s.max_tag_chars, s.max_comments)
-
-    @property
-    def facts(self):
-        from .facts import FactsStore
-
-        return self._extra("facts", lambda: FactsStore(self.ledger, self.config))
-
-    @property
-    def policy(self):
-        from .recall_policy import RecallPolicy
-
-        return self._extra("policy", lambda: RecallPolicy(self.config, tokenizer=lambda t, s=None: self.tokenize(t)))
 
     # ------------------------------------------------------------ writes
 
@@ -166,15 +151,8 @@ class Brain:
         return bucket_from_dict(data, now=now, limits=self.limits)
 
     def _check_suppressed(self, bucket: Bucket) -> None:
-        forget = self._optional("forget")
-        if forget is not None and bucket.source:
-            forget.check_source(bucket.space, bucket.source)
-
-    def _optional(self, name: str):
-        """A capability whose module is present (lets the core run before every module lands)."""
-        if importlib.util.find_spec(f"ombre_brain.{OPTIONAL_MODULES.get(name, name)}") is None:
-            return None
-        return getattr(self, name)
+        if bucket.source:
+            self.forget.check_source(bucket.space, bucket.source)
 
     def get(self, space: str, bucket_id: str) -> Bucket | None:
         validate_space(space)
@@ -239,51 +217,31 @@ class Brain:
         return self.batchsearch(space, [query], k)[0]
 
     def batchsearch(self, space: str, queries: list[str], k: int = 10) -> list[list]:
-        from .retrieval.candidates import Retriever
-
-        r = Retriever(self)
-        return [r.rank(space, q, k) for q in queries]
+        return [self.retriever.rank(space, q, k) for q in queries]
 
     def turn(self, space: str, session: str = "default", query: str = "", now: datetime | str | None = None,
-             *, dry_run: bool = False):
+             *, dry_run: bool = False) -> Turn:
         """Run one turn of the read pipeline and return its Turn (to_dict() is the §11 TURN)."""
-        from .turn.pipeline import run_turn
-
         validate_space(space)
         if not isinstance(session, str) or not session or len(session) > 200:
             raise ValidationError("expected a non-empty string of at most 200 characters", field="session_id")
         if not isinstance(query, str):
             raise ValidationError("expected a string", field="query")
-        if len(query) > 8000:
-            raise ValidationError(f"is {len(query)} characters; the limit is 8000", field="query")
+        if len(query) > MAX_QUERY_CHARS:
+            raise ValidationError(f"is {len(query)} characters; the limit is {MAX_QUERY_CHARS}", field="query")
         when = parse_time(now, "now") if now is not None else now_utc()
         if dry_run:
-            return run_turn(self, space, session, query, when, dry_run=True)
+            return run_turn(self.parts, space, session, query, when, dry_run=True)
         # A turn reads the session's round and cooldowns and records the next round; two turns of one
         # session at once would both take the same round. Serialise them (striped: bounded memory).
         with self._turn_locks[hash((space, session)) % len(self._turn_locks)]:
-            return run_turn(self, space, session, query, when, dry_run=False)
+            return run_turn(self.parts, space, session, query, when, dry_run=False)
 
-    @property
-    def forget(self):
-        from .forget.purge import Forgetter
-
-        return self._extra("forget", lambda: Forgetter(self))
-
-    @property
-    def gateway(self):
-        from .gateway.core import Gateway
-
-        return self._extra("gateway", lambda: Gateway(self))
+    # ------------------------------------------------------------ forgetting and dreams
 
     def purge(self, space: str, *, bucket_ids=None, source=None, whole_space: bool = False) -> dict:
+        """Forget buckets, a source or a whole space; returns the signed receipt ``{payload, signature}``."""
         return self.forget.purge(space, bucket_ids=bucket_ids, source=source, whole_space=whole_space)
-
-    @property
-    def dream_engine(self):
-        from .dream.engine import DreamEngine
-
-        return self._extra("dream", lambda: DreamEngine(self))
 
     def dream(self, space: str, now: datetime | None = None) -> str | None:
         """Compose one dream from the space's recent material; its id, or None (the reason is logged)."""

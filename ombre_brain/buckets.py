@@ -14,10 +14,11 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any
 
 from .errors import ValidationError
+from .timeutil import iso, now_utc, parse_time
 
 SECTION_NAMES = (
     "moment", "original", "fact", "context", "reflection", "feeling", "affect_anchor", "comment", "favorite_reason",
@@ -69,33 +70,6 @@ def validate_id(value: Any, field_name: str = "id") -> str:
 
 def new_id() -> str:
     return uuid.uuid4().hex[:16]
-
-
-def now_utc() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def parse_time(value: Any, field_name: str) -> datetime:
-    """ISO-8601 with an explicit offset; a naive time would be ambiguous across timezones."""
-    if isinstance(value, datetime):
-        dt = value
-    elif isinstance(value, str):
-        try:
-            dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise ValidationError(
-                f"expected an ISO-8601 time with offset like 2026-11-30T20:00:00+08:00, got {value!r}",
-                field=field_name,
-            ) from None
-    else:
-        raise ValidationError(f"expected an ISO-8601 time string, got {type(value).__name__}", field=field_name)
-    if dt.tzinfo is None:
-        raise ValidationError(f"time {value!s} has no UTC offset; add one like +08:00 or Z", field=field_name)
-    return dt
-
-
-def iso(dt: datetime | None) -> str | None:
-    return dt.isoformat() if dt is not None else None
 
 
 @dataclass(frozen=True)
@@ -204,6 +178,11 @@ class Section:
     end: int
 
 
+def moment_text_hash(text: str) -> str:
+    """What Chroma keeps instead of a moment's text, so doctor can tell a vector made from stale text."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class Moment:
     """One indexed piece of a bucket: its title, a section, or a window of a long section."""
@@ -219,7 +198,7 @@ class Moment:
 
     @property
     def text_hash(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()[:16]
+        return moment_text_hash(self.text)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -490,16 +469,6 @@ def bucket_from_stored(d: Mapping) -> Bucket:
     d["recall_cues"] = tuple(d.get("recall_cues") or ())
     d["source_bucket_ids"] = tuple(d.get("source_bucket_ids") or ())
     return Bucket(**{k: v for k, v in d.items() if k in _FIELD_NAMES})
-
-
-def relative_time(value: str, start: datetime) -> datetime:
-    """Scenario times: an offset like -72h / +30m / 2d from ``start``, or an absolute ISO time."""
-    m = re.fullmatch(r"([+-]?)(\d+(?:\.\d+)?)([smhd])", value.strip())
-    if m:
-        sign = -1 if m.group(1) == "-" else 1
-        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(3)]
-        return start + timedelta(seconds=sign * float(m.group(2)) * unit)
-    return parse_time(value, "time")
 
 
 def jsonable(obj: Any) -> Any:

@@ -46,6 +46,9 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 
 from .config import Config, Cues
+from .recall_types import QueryPlan
+from .text import CJK, fold_elongations, has_cjk
+from .text import fold as text_fold
 from .turn.gates import (
     REASONS,
     build_runtime_gate,
@@ -60,21 +63,16 @@ from .turn.gates import (
     topic_evidence_gate,
     weather_gate,
 )
-from .recall_types import QueryPlan
 
 Tokenizer = Callable[[str, frozenset[str]], list[str]]
 
 MAX_QUERY_CHARS = 2000   # a pasted essay is planned on its first 2,000 characters
 PLAN_CACHE_SIZE = 512
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0002ffff"
-_CJK_RE = re.compile(f"[{_CJK}]")
-_CJK_RUN_RE = re.compile(f"([{_CJK}])\\1+")
-_CJK_UNIT_RE = re.compile(f"([{_CJK}])([{_CJK}])(?:\\1\\2)+")
+_CJK_RUN_RE = re.compile(f"([{CJK}])\\1+")
+_CJK_UNIT_RE = re.compile(f"([{CJK}])([{CJK}])(?:\\1\\2)+")
 _LATIN_RUN3_RE = re.compile(r"([a-z])\1{2,}")
 _LATIN_UNIT3_RE = re.compile(r"([a-z]{2})\1{2,}")
-_FOLD_RUN_RE = re.compile(r"([a-z])\1+")
-_FOLD_UNIT_RE = re.compile(r"([a-z]{2})\1+")
 _WS_RE = re.compile(r"\s+")
 _L, _R = r"(?<![a-z0-9])", r"(?![a-z0-9])"
 _WILD_GAP = r"([^。！？!?.\n]*?)"
@@ -107,13 +105,8 @@ _REMOVABLE = ("tone_only", "skip_only", "check_in")
 # ---------------------------------------------------------------- normalising
 
 
-def _is_cjk(text: str) -> bool:
-    return _CJK_RE.search(text) is not None
-
-
-def _base(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'").replace("\u2018", "'")
-    return _WS_RE.sub(" ", text).strip()
+_is_cjk = has_cjk
+_base = text_fold  # NFKC, lower case, straight apostrophes, single spaces
 
 
 def _all_cues(cues: Cues) -> Iterable[str]:
@@ -169,9 +162,7 @@ def normalize(text: str, cues: Cues) -> str:
     return _strip_tail(_collapse(_base(text), doubled, singles), particles)
 
 
-def fold(text: str) -> str:
-    """Cut every Latin letter run and repeated two-letter unit to one, for elongation-proof matching."""
-    return _FOLD_UNIT_RE.sub(r"\1", _FOLD_RUN_RE.sub(r"\1", text))
+fold = fold_elongations  # cue matching is elongation-proof: goooood night matches "good night"
 
 
 # ---------------------------------------------------------------- cue matching
@@ -304,6 +295,11 @@ class RecallPolicy:
 
     def normalize(self, text: str) -> str:
         return normalize(text, self.config.cues)
+
+    def clear_cache(self) -> None:
+        """Forget cached plans (a purge: a cached query may quote what was forgotten)."""
+        with self._lock:
+            self._cache.clear()
 
     def plan_query(self, query: str, context: Mapping | None = None) -> QueryPlan:
         """The frozen plan for this query; the same query, context and config give the cached plan."""

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ombre_brain.turn.budget import STABLE_SECTIONS, apply_budgets, estimate_tokens, truncate_to_tokens
 from ombre_brain.config import SECTION_KEYS, Budgets
 from ombre_brain.recall_types import Item, SectionOut
+from ombre_brain.turn.budget import STABLE_SECTIONS, apply_budgets, estimate_tokens, truncate_to_tokens
 
 ORDER = ("recent_context", "context_mode", "recalled_memory", "diffused_memory", "persona_state",
          "relationship_weather", "favorite_memory", "dream")

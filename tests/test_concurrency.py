@@ -18,6 +18,7 @@ import pytest
 
 from ombre_brain import Brain
 from ombre_brain.tools.doctor import doctor
+
 from .conftest import LiveServer
 
 SPACE = "haven:busy"

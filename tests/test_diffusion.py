@@ -10,8 +10,8 @@ import random
 import pytest
 
 from ombre_brain.config import load_config
-from ombre_brain.turn.diffusion import diffuse, relation_weight
 from ombre_brain.recall_types import DiffusionHit, Edge, PathStep
+from ombre_brain.turn.diffusion import diffuse, relation_weight
 
 CFG = load_config().diffusion
 RELATIONS = ("same_event", "context_of", "evidenced_by", "relates_to", "old_version", "conflict", "dream_ring")

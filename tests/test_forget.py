@@ -335,7 +335,7 @@ def test_capabilities_hear_about_purges(fbrain):
             calls.append((space, bucket_ids, len(digests), whole_space))
             return 2
 
-    fbrain._extras["probe"] = Hook()
+    fbrain.forget.participants += (Hook(),)
     bid = fbrain.write(space=A, title="x", source="s:1")
     r = fbrain.purge(A, bucket_ids=[bid])
     assert calls == [(A, [bid], 1, False)] and r["payload"]["deleted"]["other"] == 2
@@ -378,8 +378,28 @@ def test_missing_secret_refuses_to_purge_and_names_the_variable(brain_path, monk
     monkeypatch.setenv("OMBRE_TEST_K1", "")
     with Brain.open(brain_path, KEYS) as b, pytest.raises(ConfigError, match="empty"):
         b.purge(A, bucket_ids=[bid])
-    with Brain.open(brain_path) as b, pytest.raises(ConfigError, match="forget.active_kid"):
+    with Brain.open(brain_path, {"forget": {"keys": {"k1": "OMBRE_TEST_K1", "k2": "OMBRE_TEST_K2"}}}) as b, \
+            pytest.raises(ConfigError, match="forget.active_kid"):
         b.purge(A, bucket_ids=[bid])
+
+
+def test_forgetting_works_with_the_default_config(tmp_path, capsys):
+    """No keys configured: a local key is made with the data directory (owner-only) and named in receipts."""
+    data = tmp_path / "d"
+    with Brain.open(data) as b:
+        bid = b.write(space=A, title="the glimmerwick lantern")
+        r = b.purge(A, bucket_ids=[bid])
+    key = data / "forget.key"
+    assert key.exists() and (key.stat().st_mode & 0o777) == 0o600
+    assert r["payload"]["kid"].startswith("local-") and r["payload"]["kid"] in key.read_text()
+    receipt = tmp_path / "r.json"
+    receipt.write_text(json.dumps(r))
+    assert cli_main(["verify-receipt", "--data", str(data), str(receipt)]) == 0
+    with Brain.open(data) as b:  # the same key on reopening: old receipts stay verifiable
+        assert b.purge(A, bucket_ids=[bid]) == r
+    other = tmp_path / "other"
+    Brain.open(other).close()
+    assert cli_main(["verify-receipt", "--data", str(other), str(receipt)]) == 1  # another directory's key
 
 
 @pytest.mark.parametrize("body, code", [

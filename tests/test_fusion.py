@@ -9,8 +9,15 @@ import pytest
 
 from ombre_brain.buckets import Bucket, Comment, Moment, build_moments
 from ombre_brain.config import load_config
-from ombre_brain.retrieval.fusion import admit, dense_weight_for, discriminative_terms, fuse, group_by_bucket, is_cjk_text
 from ombre_brain.recall_types import Candidate, MomentHit
+from ombre_brain.retrieval.fusion import (
+    admit,
+    dense_weight_for,
+    discriminative_terms,
+    fuse,
+    group_by_bucket,
+    is_cjk_text,
+)
 
 CFG = load_config()
 

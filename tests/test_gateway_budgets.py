@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ombre_brain import Brain
-from ombre_brain.turn.budget import estimate_tokens
 from ombre_brain.cli import seed_persona
+from ombre_brain.turn.budget import estimate_tokens
 
 SPACE = "haven:xiaoyu"
 ORDER = ["recent_context", "context_mode", "recalled_memory", "diffused_memory", "persona_state",

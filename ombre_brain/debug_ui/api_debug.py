@@ -11,8 +11,8 @@ from __future__ import annotations
 from flask import Blueprint, jsonify, request
 
 from ..errors import NotFoundError
-from . import debug_views as V
 from ..server.common import authorize_space, current_scope, get_brain, int_arg, str_arg
+from . import debug_views as V
 
 bp = Blueprint("debug_api", __name__)
 

@@ -15,23 +15,13 @@ from typing import Any
 
 from ..buckets import Bucket, Moment
 from ..config import LAYER_NAMES, Config
-from ..turn.gates import build_runtime_gate, describe_reason
 from ..memory_layers import infer_layer
 from ..recall_types import GATE_NAMES, Edge
+from ..turn.gates import build_runtime_gate
+from ..turn.reasons import describe as describe_reason
 from ..turn.sections import Turn
 
-# Reasons the debug views give for buckets the pipeline did not decide about this turn.
-DEBUG_REASONS = {
-    "not_a_candidate": "the pipeline never saw this bucket this turn: no search hit and no side section took it",
-    "no_query": "no query was given, so no turn ran; only the static layer is shown",
-}
-
-
-def describe(code: str | None) -> str:
-    """One line for a reason code, for tooltips."""
-    if not code:
-        return ""
-    return DEBUG_REASONS.get(code) or describe_reason(code)
+describe = describe_reason  # one line for a reason code: the debug pages show it instead of the code
 
 
 def _r(x: float | None, nd: int = 4) -> float | None:

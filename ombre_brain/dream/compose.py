@@ -18,15 +18,15 @@ from __future__ import annotations
 import json
 import math
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from ..buckets import Bucket, split_sentences
+from ..text import CJK_RE as _CJK_CHAR_RE
+from ..text import fold, is_cjk_text
 from ..turn.budget import estimate_tokens
-from ..retrieval.fusion import is_cjk_text
 
 AFFECT_RADIUS = 0.4
 CUE_CONTAINED = 0.96
@@ -41,13 +41,7 @@ FRAGMENT_CHARS_CJK = 36
 FRAGMENT_CHARS_LATIN = 100
 _CLAUSE_CUT_RE = re.compile(r"[，,、;；：:]")
 _LATIN_TERM_RE = re.compile(r"^[a-z][a-z' \-]*$")
-_CJK_CHAR_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _FENCE_RE = re.compile(r"^```.*$", re.MULTILINE)
-
-
-def fold(text: str) -> str:
-    """NFKC, lower case, single spaces: the form cues and queries are compared in."""
-    return " ".join(unicodedata.normalize("NFKC", text).lower().split())
 
 
 # ---------------------------------------------------------------- material

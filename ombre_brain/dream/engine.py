@@ -20,23 +20,23 @@ processes) can never both surface a dream; dry runs score but never claim or cou
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import random
-import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 
-from ..turn import gates as G
-from ..buckets import Bucket, bucket_from_stored, now_utc, parse_time, validate_space
-from ..turn.budget import estimate_tokens
-from ..config import DreamConfig, favorite_tags
+from ..buckets import Bucket, validate_space
+from ..config import Config, DreamConfig, favorite_tags
+from ..gateway.upstream import completion_text
+from ..memory_layers import SOURCE_TAGS, WEATHER_TAGS, infer_layer
+from ..recall_types import QueryPlan, SessionState
+from ..text import has_cjk, is_cjk_text
+from ..timeutil import now_utc, parse_time
 from .compose import (
     Material,
     Resonance,
@@ -52,11 +52,6 @@ from .compose import (
     recall_cues,
     resonance,
 )
-from ..retrieval.embedding import has_cjk
-from ..retrieval.fusion import is_cjk_text
-from ..memory_layers import SOURCE_TAGS, WEATHER_TAGS, infer_layer
-from ..recall_types import Item, QueryPlan, SessionState
-from ..turn.render import render_dream
 
 log = logging.getLogger("ombre_brain")
 
@@ -74,7 +69,6 @@ CREATE TABLE IF NOT EXISTS dream_state (
     PRIMARY KEY (space, dream_id)
 );
 CREATE INDEX IF NOT EXISTS dream_state_state ON dream_state(space, state);
-CREATE INDEX IF NOT EXISTS buckets_type ON buckets(space, type);
 """
 
 RING_CONFIDENCE = 0.9
@@ -82,18 +76,7 @@ NO_MATERIAL_LAYERS = frozenset({"source_record", "dream", "archive"})
 TZ_SLACK = timedelta(hours=28)  # stored times keep their own offsets; string-compared windows are widened by this
 ECHO_LEXICAL_K = 60
 ECHO_SCAN = 300
-VISIBLE = "state IN ('committed', 'updating')"  # bucket rows readers see (an update in flight shows its new version)
 
-DREAM_REASONS: dict[str, str] = {
-    "dream_resonance": "the turn resonated with the dream above dream.surface_threshold; it surfaces once",
-    "dream_below_threshold": "the dream's resonance with this turn is below dream.surface_threshold",
-    "dream_too_young": "the dream is younger than dream.min_age_hours",
-    "dream_claimed_elsewhere": "another turn surfaced this dream first",
-    "dream_one_per_turn": "another dream resonated more this turn; at most one surfaces per turn",
-    "dream_over_budget": "the dream is longer than the Dream section's budget, so it is never cut or claimed",
-    "dream_dropped": "the dream missed dream.max_attempts times and will not surface",
-    "dream_cooldown": "the dream was already injected in this session",
-}
 
 
 @dataclass(frozen=True)
@@ -113,28 +96,27 @@ class DreamRun:
                 "echo": self.echo.to_dict() if self.echo is not None else None}
 
 
-@dataclass
-class _Scored:
-    bucket: Bucket
-    attempts: int
-    res: Resonance
-    young: bool
-    cooled: bool
-
-
 class DreamEngine:
     """Composes, surfaces and rings the dreams of every space in one Brain; safe under concurrent turns."""
 
-    def __init__(self, brain) -> None:
-        self.brain = brain
-        self.ledger = brain.ledger
+    def __init__(self, *, config: Config, store, write: Callable[..., str], plan: Callable[[str], QueryPlan],
+                 upstream: Callable[[], Any]) -> None:
+        self.config = config
+        self.store = store
+        self.ledger = store.ledger
+        self.write = write          # Brain.write: a dream is stored like any bucket
+        self.plan = plan            # RecallPolicy.plan_query, for inspect()
+        self.upstream = upstream    # the gateway's upstream client, made only when the LLM composer runs
         self.ledger.ensure_schema("dream", SCHEMA)
         self._cue_cache: dict[tuple[str, str], tuple[tuple[str, ...], np.ndarray]] = {}
         self._lock = threading.Lock()
 
     @property
     def cfg(self) -> DreamConfig:
-        return self.brain.config.dream
+        return self.config.dream
+
+    def tokenize(self, text: str) -> list[str]:
+        return self.store.tokens(text)
 
     # ------------------------------------------------------------ dreaming
 
@@ -167,11 +149,11 @@ class DreamEngine:
             return self._said(space, DreamRun(None, "no_new_material",
                                               "the latest dream was made from exactly this material; nothing was "
                                               "written", material=tuple(material), echo=echo))
-        cues = recall_cues(sources, self.brain.tokenize, cfg.max_cues, exclude=self._structural_tags())
+        cues = recall_cues(sources, self.tokenize, cfg.max_cues, exclude=self._structural_tags())
         limit = self._token_limit()
         text, composer = self._compose(material, echo, cues, limit)
         affect = core_affect(sources)
-        dream_id = self.brain.write(
+        dream_id = self.write(
             space, now=now, dedupe=False, type="dream", title=dream_title(cues, is_cjk_text(text)), body=text,
             tags=["dream"], importance=max(1, min(10, round(sum(b.importance for b in sources) / len(sources)))),
             valence=affect["valence"], arousal=affect["arousal"], core_affect=affect, recall_cues=cues,
@@ -190,13 +172,13 @@ class DreamEngine:
         return run
 
     def _layer_ok(self, bucket: Bucket) -> bool:
-        return infer_layer(bucket, self.brain.config).layer not in NO_MATERIAL_LAYERS
+        return infer_layer(bucket, self.config).layer not in NO_MATERIAL_LAYERS
 
     def _recent(self, space: str, now: datetime) -> list[Bucket]:
         """Buckets created or active in the window (and not after ``now``) that may feed a dream."""
         start = now - timedelta(hours=self.cfg.window_hours)
         out = []
-        for b in self.brain.store.list(space, limit=1000, since=(start - TZ_SLACK).isoformat()):
+        for b in self.store.list(space, limit=1000, since=(start - TZ_SLACK).isoformat()):
             times = [t for t in (b.created_dt(), b.last_active_dt()) if t <= now]
             if b.created_dt() <= now and times and max(times) >= start and self._layer_ok(b):
                 out.append(b)
@@ -204,11 +186,11 @@ class DreamEngine:
 
     def _echo(self, space: str, material: Sequence[Material], now: datetime) -> Material | None:
         """One older bucket sharing tags or topic terms with the material (found lexically, then by scan)."""
-        store = self.brain.store
+        store = self.store
         start = now - timedelta(hours=self.cfg.window_hours)
         mat = [m.bucket for m in material]
         mat_ids = {b.id for b in mat}
-        tokens = list(dict.fromkeys(t for b in mat for t in self.brain.tokenize(f"{b.title} {' '.join(b.tags)}")))
+        tokens = list(dict.fromkeys(t for b in mat for t in self.tokenize(f"{b.title} {' '.join(b.tags)}")))
         lexical: dict[str, float] = {}
         for moment_id, score in store.lexical_search(space, tokens, ECHO_LEXICAL_K).items():
             bid = moment_id.rsplit("#", 1)[0]
@@ -219,32 +201,30 @@ class DreamEngine:
         older = [(b, lexical.get(b.id, 0.0)) for b in pool.values()
                  if b.id not in mat_ids and b.created_dt() < start and b.last_active_dt() <= now and self._layer_ok(b)]
         older.sort(key=lambda x: x[0].id)
-        return choose_echo(older, mat, frozenset(t.lower() for t in tokens), self.brain.tokenize)
+        return choose_echo(older, mat, frozenset(t.lower() for t in tokens), self.tokenize)
 
     def _last_sources(self, space: str) -> set[str] | None:
-        last = self.brain.store.list(space, type="dream", limit=1)
+        last = self.store.list(space, type="dream", limit=1)
         return set(last[0].source_bucket_ids) if last else None
 
     def _structural_tags(self) -> frozenset[str]:
-        return frozenset(SOURCE_TAGS | WEATHER_TAGS | favorite_tags(self.brain.config) | {"dream"})
+        return frozenset(SOURCE_TAGS | WEATHER_TAGS | favorite_tags(self.config) | {"dream"})
 
     def _token_limit(self) -> int:
         """Dreams are composed to fit the Dream section, so the gateway never has to cut one."""
-        budget = self.brain.config.gateway.budgets.dream
+        budget = self.config.gateway.budgets.dream
         return max(24, int(budget * 0.9)) if budget > 0 else 180
 
     def _compose(self, material: Sequence[Material], echo: Material | None, cues: Sequence[str],
                  limit: int) -> tuple[str, str]:
-        config = self.brain.config
+        config = self.config
         if self.cfg.llm and config.upstream.base_url:
-            from ..gateway.upstream import completion_text
-
             payload: dict[str, Any] = {"messages": llm_messages(self.cfg.prompt, material, echo, cues, limit),
                                        "temperature": 0.9, "max_tokens": limit * 2, "stream": False}
             if config.upstream.model:
                 payload["model"] = config.upstream.model
             try:
-                text = clean_llm_text(completion_text(self.brain.gateway.upstream.chat(payload)), limit)
+                text = clean_llm_text(completion_text(self.upstream().chat(payload)), limit)
             except Exception as exc:  # any LLM failure falls back to the collage; a dream run never breaks on it
                 log.warning("dream: the LLM composer failed (%s); composing from fragments instead",
                             getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}")
@@ -256,90 +236,50 @@ class DreamEngine:
 
     # ------------------------------------------------------------ resonance and surfacing
 
-    def surface(self, space: str, plan: QueryPlan, state: SessionState, taken: set[str],
-                trace: dict | None = None) -> list[Item]:
-        """The Dream section for this turn: at most one dream, claimed once per space (never in a dry run).
-
-        Near misses (between ``attempt_threshold`` and ``surface_threshold``) are counted; every
-        dream scored is written into ``trace`` (bucket id -> layer_debug, runtime_gate, resonance).
-        """
-        rows = self._latent(space)
-        if not rows:
-            return []
-        cfg, config, now = self.cfg, self.brain.config, state.now
+    def scorer(self, space: str, plan: QueryPlan, taken: set[str]) -> Callable[[Bucket], Resonance]:
+        """This turn's resonance with a dream: by feeling (the query's own, or what it recalled) and by cue."""
         need_recalled = taken and (plan.query_valence is None or plan.query_arousal is None)
-        recalled = list(self.brain.store.get_many(space, taken).values()) if need_recalled else []
+        recalled = list(self.store.get_many(space, taken).values()) if need_recalled else []
         q_aff = query_affect(plan.query_valence, plan.query_arousal, recalled)
         cosine = self._cosine(space, plan.query)
-        scored: list[_Scored] = []
-        for b, attempts in rows:
-            if b.id in taken or b.created_dt() > now:
-                continue
-            res = resonance(plan.query, b.recall_cues, b.core_affect or {"valence": b.valence, "arousal": b.arousal},
-                            q_aff, lambda b=b: cosine(b))
-            young = (now - b.created_dt()).total_seconds() / 3600 < cfg.min_age_hours
-            cooled = b.id in state.injected
-            scored.append(_Scored(b, attempts, res, young, cooled))
-        ready = [s for s in scored if not s.young and not s.cooled]
-        above = sorted((s for s in ready if s.res.score >= cfg.surface_threshold),
-                       key=lambda s: (-s.res.score, s.bucket.id))
-        winner: _Scored | None = None
-        why: dict[str, str] = {}
-        for s in above:
-            if winner is not None:
-                why[s.bucket.id] = "dream_one_per_turn"
-            elif estimate_tokens(render_dream(s.bucket)) > config.gateway.budgets.dream:
-                why[s.bucket.id] = "dream_over_budget"
-            elif state.dry_run or self._claim(space, s.bucket, state):
-                winner = s
-            else:
-                why[s.bucket.id] = "dream_claimed_elsewhere"
-        near = [s for s in ready if cfg.attempt_threshold <= s.res.score < cfg.surface_threshold]
-        if near and not state.dry_run:
-            for s in near:
-                s.attempts, now_state = self._count_attempt(space, s.bucket)
-                if now_state == "dropped":
-                    why[s.bucket.id] = "dream_dropped"
-        items: list[Item] = []
-        for s in scored:
-            layer = infer_layer(s.bucket, config)
-            cd, _ = G.cooldown_gate(plan, s.bucket.id, layer, state, config)
-            extra = {"resonance": {**s.res.to_dict(), "threshold": cfg.surface_threshold,
-                                   "attempt_threshold": cfg.attempt_threshold, "attempts": s.attempts,
-                                   "max_attempts": cfg.max_attempts}}
-            if s is winner:
-                gate = G.build_runtime_gate(cooldown=cd).decide("injected", "dream", "dream_resonance")
-                items.append(Item(s.bucket.id, None, "dream_original", render_dream(s.bucket), layer.layer,
-                                  layer.to_dict(), gate.to_dict(), rank_score=s.res.score, extra=extra))
-            elif trace is not None:
-                reason = (why.get(s.bucket.id) or ("dream_too_young" if s.young else None)
-                          or ("dream_cooldown" if s.cooled else "dream_below_threshold"))
-                gate = G.build_runtime_gate(cooldown=cd).decide("suppressed", None, reason)
-                trace[s.bucket.id] = {"layer_debug": layer.to_dict(), "runtime_gate": gate.to_dict(), **extra}
-        return items
 
-    def _latent(self, space: str) -> list[tuple[Bucket, int]]:
+        def score(b: Bucket) -> Resonance:
+            return resonance(plan.query, b.recall_cues, b.core_affect or {"valence": b.valence, "arousal": b.arousal},
+                             q_aff, lambda: cosine(b))
+
+        return score
+
+    def latent(self, space: str) -> list[tuple[Bucket, int]]:
         """Latent dreams of the space with their attempt counts; dreams written through the API are adopted."""
-        rows = self.ledger.query(
-            "SELECT b.data, s.state, s.attempts FROM buckets b LEFT JOIN dream_state s "
-            "ON s.space = b.space AND s.dream_id = b.id WHERE b.space = ? AND b.type = 'dream' "
-            f"AND b.{VISIBLE} AND (s.state IS NULL OR s.state = 'latent')", (space,))
+        dreams = self.store.list(space, type="dream", limit=None)
+        if not dreams:
+            return []
+        states = self._states(space, [b.id for b in dreams])
         out = []
-        for r in rows:
-            b = bucket_from_stored(json.loads(r["data"]))
-            if r["state"] is None:
+        for b in dreams:
+            st = states.get(b.id)
+            if st is None:
                 if b.surfaced or (b.surface_attempts or 0) >= self.cfg.max_attempts:
                     continue
                 out.append((b, b.surface_attempts or 0))
-            else:
-                out.append((b, r["attempts"]))
+            elif st[0] == "latent":
+                out.append((b, st[1]))
         out.sort(key=lambda x: x[0].id)
         return out
 
+    def _states(self, space: str, ids: list[str]) -> dict[str, tuple[str, int]]:
+        found: dict[str, tuple[str, int]] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            for r in self.ledger.query(f"SELECT dream_id, state, attempts FROM dream_state WHERE space = ? AND "
+                                       f"dream_id IN ({','.join('?' * len(chunk))})", (space, *chunk)):
+                found[r["dream_id"]] = (r["state"], int(r["attempts"]))
+        return found
+
     def _cosine(self, space: str, query: str):
         """A per-turn function: a dream's (raw, calibrated) best cue cosine, or None when it says nothing."""
-        emb = self.brain.embedder
-        admit = self.brain.config.retrieval.semantic_admit.get(emb.backend)
+        emb = self.store.embedder
+        admit = self.config.retrieval.semantic_admit.get(emb.backend)
         text = query.strip()
         readable = bool(text) and (emb.cjk_capable or not is_cjk_text(text))
         qvec: list[np.ndarray] = []
@@ -361,7 +301,7 @@ class DreamEngine:
             hit = self._cue_cache.get(key)
         if hit is not None and hit[0] == cues:
             return hit[1]
-        vecs = np.asarray(self.brain.embedder.passages(list(cues)), dtype=np.float32)
+        vecs = np.asarray(self.store.embedder.passages(list(cues)), dtype=np.float32)
         with self._lock:
             self._cue_cache[key] = (cues, vecs)
         return vecs
@@ -376,25 +316,18 @@ class DreamEngine:
                   "VALUES (?,?,?,?,'external',?)", (space, bucket.id, st, attempts, bucket.created))
 
     def _bucket_lock(self, space: str, dream_id: str):
-        """The store's per-bucket lock where it has one, so a mirror never races an edit of the same dream."""
-        lock = getattr(self.brain.store, "bucket_lock", None)
-        return lock(space, [dream_id]) if callable(lock) else contextlib.nullcontext()
+        """The store's per-bucket lock, so a mirror never races an edit of the same dream."""
+        return self.store.bucket_lock(space, [dream_id])
 
     def _mirror(self, c, space: str, dream_id: str) -> None:
         """Copy the ledger's state into the bucket's surfaced / surface_attempts, metadata only."""
         st = c.execute("SELECT state, attempts FROM dream_state WHERE space = ? AND dream_id = ?",
                        (space, dream_id)).fetchone()
-        row = c.execute(f"SELECT data FROM buckets WHERE space = ? AND id = ? AND {VISIBLE}",
-                        (space, dream_id)).fetchone()
-        if st is None or row is None:
-            return
-        d = json.loads(row["data"])
-        d["surfaced"] = st["state"] == "surfaced"
-        d["surface_attempts"] = int(st["attempts"])
-        c.execute(f"UPDATE buckets SET data = ? WHERE space = ? AND id = ? AND {VISIBLE}",
-                  (json.dumps(d, ensure_ascii=False), space, dream_id))
+        if st is not None:
+            self.store.rewrite_metadata(space, dream_id, {"surfaced": st["state"] == "surfaced",
+                                                          "surface_attempts": int(st["attempts"])}, conn=c)
 
-    def _claim(self, space: str, bucket: Bucket, state: SessionState) -> bool:
+    def claim(self, space: str, bucket: Bucket, state: SessionState) -> bool:
         """Win the right to surface a dream: one conditional UPDATE; only one turn ever sees rowcount 1."""
         with self._bucket_lock(space, bucket.id), self.ledger.tx() as c:
             self._adopt(c, space, bucket)
@@ -407,7 +340,7 @@ class DreamEngine:
             log.info("dream: %s surfaced in %s (session %s)", bucket.id, space, state.session)
         return won
 
-    def _count_attempt(self, space: str, bucket: Bucket) -> tuple[int, str]:
+    def count_attempt(self, space: str, bucket: Bucket) -> tuple[int, str]:
         """One more near miss; the dream is dropped at max_attempts. Returns (attempts, state)."""
         with self._bucket_lock(space, bucket.id), self.ledger.tx() as c:
             self._adopt(c, space, bucket)
@@ -427,7 +360,7 @@ class DreamEngine:
         """After a real turn: ring each shown dream to its sources; release claims the budget trimmed away."""
         for dream_id in trimmed:
             self._release(space, dream_id)
-        store = self.brain.store
+        store = self.store
         for dream_id in dream_ids:
             b = store.get(space, dream_id)
             if b is None:
@@ -455,14 +388,14 @@ class DreamEngine:
     def inspect(self, space: str, query: str = "", now: datetime | None = None) -> list[dict]:
         """Every dream of the space with its state and its resonance to ``query`` (nothing is claimed)."""
         validate_space(space)
-        plan = self.brain.policy.plan_query(query)
+        plan = self.plan(query)
         q_aff = query_affect(plan.query_valence, plan.query_arousal, [])
         cosine = self._cosine(space, plan.query)
         states = {r["dream_id"]: dict(r) for r in self.ledger.query(
             "SELECT dream_id, state, attempts, composer, claimed_at, session, ringed FROM dream_state WHERE space = ?",
             (space,))}
         out = []
-        for b in self.brain.store.list(space, type="dream", limit=1000):
+        for b in self.store.list(space, type="dream", limit=1000):
             st = states.get(b.id) or {"state": "surfaced" if b.surfaced else "latent",
                                       "attempts": b.surface_attempts or 0, "composer": "external"}
             res = resonance(plan.query, b.recall_cues, b.core_affect or {}, q_aff, lambda b=b: cosine(b))
@@ -491,17 +424,4 @@ class DreamEngine:
             self._cue_cache.clear()
 
 
-def cmd_dream_run(args) -> int:
-    """`ombre-brain dream run --space S [--now T]`: print the run's report; a dreamless run is not an error."""
-    from ..brain import Brain
-
-    now = parse_time(args.now, "now") if args.now else None
-    with Brain.open(args.data, args.config) as brain:
-        run = brain.dream_engine.run(args.space, now=now)
-    print(json.dumps(run.to_dict(), ensure_ascii=False, indent=2))
-    if run.dream_id is None:
-        print(f"ombre-brain: no dream: {run.message}", file=sys.stderr)
-    return 0
-
-
-__all__ = ["DREAM_REASONS", "DreamEngine", "DreamRun", "cmd_dream_run"]
+__all__ = ["DreamEngine", "DreamRun"]

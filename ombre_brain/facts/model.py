@@ -6,7 +6,6 @@ batch is refused with the field it got wrong and never half-applied.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -14,9 +13,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..buckets import parse_time, validate_space
+from ..buckets import validate_space
 from ..config import Config
 from ..errors import ValidationError
+from ..text import digest
+from ..timeutil import parse_time
 
 OPS = ("establish", "change", "exception", "correct", "confirm", "deny")
 ROLES = ("user_quote", "structured_confirmation", "observation", "inference")
@@ -107,22 +108,17 @@ class Evidence:
         """What 'the same payload' means for dedupe: everything but space and source, normalised."""
         payload = {"subject": self.subject, "role": self.role, "text": self.text,
                    "edits": [e.to_canonical() for e in self.edits], "source_refs": sorted(self.source_refs)}
-        return _sha(payload)
+        return digest(payload)
 
 
 def iso(dt: datetime | None) -> str | None:
     return dt.isoformat() if dt is not None else None
 
 
-def _sha(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, ensure_ascii=False, sort_keys=True,
-                                     separators=(",", ":")).encode()).hexdigest()
-
-
 def source_digest(space: str, producer: str, event_id: str, revision: int | str | None = None,
                   fragment: str | None = None) -> str:
     """The source identity of §9: sha256 over (space, producer, event_id, revision, fragment)."""
-    return _sha([space, producer, event_id, revision, fragment])
+    return digest([space, producer, event_id, revision, fragment])
 
 
 # ---------------------------------------------------------------- field checks

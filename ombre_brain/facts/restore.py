@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..buckets import parse_time
 from ..errors import ValidationError
+from ..timeutil import parse_time
 from .model import (
     _KEY_RE,
     BASES,
@@ -33,6 +33,7 @@ from .model import (
     validate_key,
 )
 from .plan import RecordState
+from .select import revision_entry
 from .timeline import Revision
 
 OPS_BY_LABEL = {label: op for op, label in LABELS.items()}
@@ -194,3 +195,54 @@ def parse_records(raw: Any, max_conditions: int) -> list[Incoming]:
         seen[rid] = i
         out.append(inc)
     return out
+
+
+# ---------------------------------------------------------------- what export writes
+
+
+def export_record(space: str, rec: RecordState) -> dict | None:
+    """One record as export writes it; None when every revision was forgotten."""
+    view = rec.view
+    revs = [revision_entry(r, view.status.get(r.revision, "applied"))
+            for r in sorted(rec.revisions, key=lambda r: r.revision) if not r.forgotten]
+    if not revs:
+        return None
+    return {"record_id": rec.record_id, "space": space, "subject": rec.subject, "key": rec.key,
+            "conditions": [{"key": k, "value": v} for k, v in rec.conditions],
+            "created": rec.created, "state": record_state(rec), "current_revision": view.head, "revisions": revs}
+
+
+def check_claims(space: str, inc: Incoming) -> None:
+    """What the export said each revision became must be what these revisions resolve to here.
+
+    A mismatch means revisions are missing (an export leaves forgotten ones out) or were edited;
+    restoring would change what the record answers, so it is refused.
+    """
+    out = export_record(space, inc.record)
+    assert out is not None
+    for j, entry in enumerate(out["revisions"]):
+        claimed = inc.claimed_status.get(entry["revision"])
+        if claimed is not None and claimed != entry["status"]:
+            raise ValidationError(
+                f"the export says revision {entry['revision']} is {claimed!r}, but these revisions make it "
+                f"{entry['status']!r} (a revision it depends on is missing or was changed)",
+                field=inc.field(f"revisions[{j}].status"))
+    if inc.claimed_state is not None and inc.claimed_state != out["state"]:
+        raise ValidationError(f"the export says {inc.claimed_state!r}, but these revisions make it {out['state']!r}",
+                              field=inc.field("state"))
+    if inc.claimed_head_given and inc.claimed_head != out["current_revision"]:
+        raise ValidationError(f"the export says {inc.claimed_head!r}, but these revisions make it "
+                              f"{out['current_revision']!r}", field=inc.field("current_revision"))
+
+
+def record_state(rec: RecordState) -> str:
+    view = rec.view
+    if all(r.forgotten for r in rec.revisions):
+        return "forgotten"
+    if view.denied:
+        return "denied"
+    if view.live:
+        return "live"
+    if any(s == "pending" for s in view.status.values()):
+        return "pending"
+    return "inactive"

@@ -22,14 +22,15 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from ..buckets import now_utc, parse_time, validate_space
+from ..buckets import validate_space
 from ..config import Config
 from ..errors import ConflictError, NotFoundError, SourceSuppressedError, ValidationError
 from ..store.ledger import Ledger
+from ..timeutil import now_utc, parse_iso, parse_time
 from . import feed, retention
 from .model import LABELS, Evidence, parse_context, parse_evidence, source_digest
 from .plan import Plan, RecordState, plan_batch
-from .restore import Incoming, parse_records
+from .restore import Incoming, check_claims, export_record, parse_records, record_state
 from .select import (
     apply_budget,
     check_budget,
@@ -125,8 +126,7 @@ def _aware(now: datetime | None) -> datetime:
     return now if now.tzinfo is not None else now.replace(tzinfo=timezone.utc)
 
 
-def _dt(s: str | None) -> datetime | None:
-    return datetime.fromisoformat(s) if s else None
+_dt = parse_iso
 
 
 def _marks(n: int) -> str:
@@ -284,7 +284,7 @@ class FactsStore:
         kept, truncated = page_entries(entries, max_bytes)
         return {"record_id": rec.record_id, "space": space, "subject": rec.subject, "key": rec.key,
                 "conditions": [{"key": k, "value": v} for k, v in rec.conditions],
-                "state": _state(rec), "current_revision": view.head, "revisions": kept,
+                "state": record_state(rec), "current_revision": view.head, "revisions": kept,
                 "next_revision": kept[-1]["revision"] if truncated else None, "truncated": truncated}
 
     def changes(self, space: str, cursor: str | None = None, limit: int = 100) -> dict:
@@ -351,7 +351,7 @@ class FactsStore:
         validate_space(space)
         with self._snapshot() as conn:
             records = self._load(conn, space)
-        return [out for rec in records.values() if (out := _export_record(space, rec)) is not None]
+        return [out for rec in records.values() if (out := export_record(space, rec)) is not None]
 
     def restore(self, space: str, records: list[dict], *, now: datetime | None = None) -> int:
         """Write exported records (``export``'s output, from any space) into ``space``; the inverse of export.
@@ -365,7 +365,7 @@ class FactsStore:
         validate_space(space)
         incoming = parse_records(records, self.config.facts.max_conditions)
         for inc in incoming:
-            _check_claims(space, inc)
+            check_claims(space, inc)
         stamp = _aware(now).isoformat()
         receipt_id = "restore:" + uuid.uuid4().hex
         written = 0
@@ -381,7 +381,7 @@ class FactsStore:
                 old = existing.get(rec.record_id)
                 if old is None:
                     fresh.append(inc)
-                elif _export_record(space, old) != _export_record(space, rec):
+                elif export_record(space, old) != export_record(space, rec):
                     raise ConflictError(
                         f"fact record {rec.record_id!r} (records[{inc.index}]) already exists in space {space!r} "
                         "with different content; nothing was restored", code="record_conflict")
@@ -437,41 +437,6 @@ class FactsStore:
                       stamp)
 
 
-def _export_record(space: str, rec: RecordState) -> dict | None:
-    """One record as export writes it; None when every revision was forgotten."""
-    view = rec.view
-    revs = [revision_entry(r, view.status.get(r.revision, "applied"))
-            for r in sorted(rec.revisions, key=lambda r: r.revision) if not r.forgotten]
-    if not revs:
-        return None
-    return {"record_id": rec.record_id, "space": space, "subject": rec.subject, "key": rec.key,
-            "conditions": [{"key": k, "value": v} for k, v in rec.conditions],
-            "created": rec.created, "state": _state(rec), "current_revision": view.head, "revisions": revs}
-
-
-def _check_claims(space: str, inc: Incoming) -> None:
-    """What the export said each revision became must be what these revisions resolve to here.
-
-    A mismatch means revisions are missing (an export leaves forgotten ones out) or were edited;
-    restoring would change what the record answers, so it is refused.
-    """
-    out = _export_record(space, inc.record)
-    assert out is not None
-    for j, entry in enumerate(out["revisions"]):
-        claimed = inc.claimed_status.get(entry["revision"])
-        if claimed is not None and claimed != entry["status"]:
-            raise ValidationError(
-                f"the export says revision {entry['revision']} is {claimed!r}, but these revisions make it "
-                f"{entry['status']!r} (a revision it depends on is missing or was changed)",
-                field=inc.field(f"revisions[{j}].status"))
-    if inc.claimed_state is not None and inc.claimed_state != out["state"]:
-        raise ValidationError(f"the export says {inc.claimed_state!r}, but these revisions make it {out['state']!r}",
-                              field=inc.field("state"))
-    if inc.claimed_head_given and inc.claimed_head != out["current_revision"]:
-        raise ValidationError(f"the export says {inc.claimed_head!r}, but these revisions make it "
-                              f"{out['current_revision']!r}", field=inc.field("current_revision"))
-
-
 def _result(receipt_id: str, records: list[dict]) -> dict:
     return {"accepted": True, "receipt_id": receipt_id, "records": records, "rejection_reason": None}
 
@@ -482,19 +447,6 @@ def _subject_filter(subject: str | None) -> tuple[str, tuple]:
     if not isinstance(subject, str) or len(subject) > 128:
         raise ValidationError("expected a subject name of at most 128 characters", field="subject")
     return "subject = ?", (subject,)
-
-
-def _state(rec: RecordState) -> str:
-    view = rec.view
-    if all(r.forgotten for r in rec.revisions):
-        return "forgotten"
-    if view.denied:
-        return "denied"
-    if view.live:
-        return "live"
-    if any(s == "pending" for s in view.status.values()):
-        return "pending"
-    return "inactive"
 
 
 def _cue_pattern(cue: str) -> re.Pattern:

@@ -28,21 +28,22 @@ purge drops the collection, and its log with it.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import logging
-import os
-import sys
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
-from . import receipts
 from ..buckets import validate_id, validate_space
+from ..config import Config
 from ..errors import ConfigError, SourceSuppressedError, ValidationError
+from ..text import digest
+from . import receipts
+from .keys import signing_key
 
 log = logging.getLogger("ombre_brain")
 
@@ -77,7 +78,7 @@ COUNT_KEYS = ("buckets", "moments", "edges", "dreams", "facts", "sessions", "oth
 
 def source_digest(space: str, source: str) -> str:
     """The suppression digest of a bucket source identity: sha256 of canonical ``[space, source]``."""
-    return hashlib.sha256(receipts.canonical([space, source])).hexdigest()
+    return digest([space, source])
 
 
 def target_of(*, bucket_ids: Any = None, source: Any = None, whole_space: Any = False) -> dict:
@@ -111,34 +112,6 @@ def _chunks(items: list, n: int = _CHUNK) -> Iterable[list]:
         yield items[i:i + n]
 
 
-def _secret(keys: Mapping[str, str], kid: str) -> bytes:
-    env = keys[kid]
-    value = os.environ.get(env)
-    if not value:
-        raise ConfigError(f"the purge key {kid!r} reads its secret from the environment variable {env}, "
-                          "which is not set or is empty; set it (receipts are never signed with an empty key)",
-                          key=f"forget.keys.{kid}")
-    return value.encode("utf-8")
-
-
-def signing_key(config) -> tuple[str, bytes]:
-    """(kid, secret) of the active signing key, or a ConfigError that says what to set."""
-    cfg = config.forget
-    kid = cfg.active_kid
-    if kid is None and len(cfg.keys) == 1:
-        kid = next(iter(cfg.keys))
-    if kid is None or kid not in cfg.keys:
-        raise ConfigError("no purge signing key: map a key id to an environment variable in forget.keys and "
-                          "name it in forget.active_kid", key="forget.active_kid")
-    return kid, _secret(cfg.keys, kid)
-
-
-def verification_secrets(config, kid: str) -> dict[str, bytes]:
-    """The secret for one configured kid (old kids stay verifiable after rotation); {} if unknown."""
-    keys = config.forget.keys
-    return {kid: _secret(keys, kid)} if kid in keys else {}
-
-
 @dataclass
 class Plan:
     """What one purge removes, resolved inside the intent transaction (ids and counts, no text)."""
@@ -161,11 +134,24 @@ class Plan:
 
 
 class Forgetter:
-    """Purges, receipts and source suppression for one Brain."""
+    """Purges, receipts and source suppression for one data directory.
 
-    def __init__(self, brain) -> None:
-        self.brain = brain
-        self.ledger = brain.ledger
+    ``participants`` are the capabilities with their own per-space state (the dream engine, ...):
+    each may define ``on_purge(space, bucket_ids, digests, whole_space) -> int``. ``caches`` are
+    objects whose ``clear_cache()`` drops what is keyed by query text (embeddings, plans).
+    """
+
+    def __init__(self, *, config: Config, store, sessions, facts, jobs, participants: Sequence[Any] = (),
+                 caches: Sequence[Any] = (), data_dir: Path | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.ledger = store.ledger
+        self.sessions = sessions
+        self.facts = facts
+        self.jobs = jobs
+        self.participants = tuple(participants)
+        self.caches = tuple(caches)
+        self.data_dir = data_dir
         self.ledger.ensure_schema("forget", SCHEMA)
         self._lock = threading.RLock()
 
@@ -209,7 +195,7 @@ class Forgetter:
         validate_space(space)
         target = target_of(bucket_ids=bucket_ids, source=source, whole_space=whole_space)
         key = hashlib.sha256(receipts.canonical([space, target])).hexdigest()
-        kid, secret = signing_key(self.brain.config)  # fail before anything is deleted
+        kid, secret = signing_key(self.config, self.data_dir)  # fail before anything is deleted
         with self._lock:
             pending = self.ledger.one("SELECT purge_id FROM purges WHERE target_key = ? AND state = 'intent' "
                                       "ORDER BY seq LIMIT 1", (key,))
@@ -234,32 +220,23 @@ class Forgetter:
             return self._finish(purge_id, secret_for={kid: secret}, done=swept)
 
     def _plan(self, c, space: str, target: dict) -> Plan:
-        if "whole_space" in target:
-            rows = c.execute("SELECT id, source FROM buckets WHERE space = ?", (space,)).fetchall()
-        elif "source" in target:
-            rows = c.execute("SELECT id, source FROM buckets WHERE space = ? AND source = ?",
-                             (space, target["source"])).fetchall()
-        else:
-            rows = []
-            for chunk in _chunks(target["bucket_ids"]):
-                marks = ",".join("?" * len(chunk))
-                rows += c.execute(f"SELECT id, source FROM buckets WHERE space = ? AND id IN ({marks})",
-                                  (space, *chunk)).fetchall()
-        ids = {r["id"] for r in rows}
-        sources = {r["source"] for r in rows if r["source"]}
+        whole = "whole_space" in target
+        rows = self.store.purge_rows(c, space, bucket_ids=target.get("bucket_ids"), source=target.get("source"),
+                                     whole_space=whole)
+        ids = {bid for bid, _ in rows}
+        sources = {src for _, src in rows if src}
         if "source" in target:
             sources.add(target["source"])
-        dreams = [] if "whole_space" in target else self._derived_dreams(c, space, ids)
+        dreams = [] if whole else self._derived_dreams(self.store.dream_sources(c, space), ids)
         ids |= set(dreams)
         plan = Plan(bucket_ids=sorted(ids), dream_ids=sorted(dreams), sources=sorted(sources),
                     digests=sorted({source_digest(space, s) for s in sources}))
-        plan.counts = self._count(c, space, plan.bucket_ids, whole="whole_space" in target)
-        plan.counts["dreams"] = len(dreams) if "whole_space" not in target else c.execute(
-            "SELECT COUNT(*) n FROM buckets WHERE space = ? AND type = 'dream'", (space,)).fetchone()["n"]
+        plan.counts = self.store.row_counts(c, space, None if whole else plan.bucket_ids)
+        plan.counts["dreams"] = self.store.count_type(c, space, "dream") if whole else len(dreams)
         return plan
 
     @staticmethod
-    def _derived_dreams(c, space: str, purged: set[str]) -> list[str]:
+    def _derived_dreams(dreams: dict[str, set[str]], purged: set[str]) -> list[str]:
         """Dreams composed from any purged bucket (and dreams of those dreams).
 
         A dream is a collage that may quote every source it was made from, so keeping one
@@ -268,8 +245,6 @@ class Forgetter:
         """
         if not purged:
             return []
-        dreams = {r["id"]: set(json.loads(r["data"]).get("source_bucket_ids") or ())
-                  for r in c.execute("SELECT id, data FROM buckets WHERE space = ? AND type = 'dream'", (space,))}
         gone, out = set(purged), []
         while True:
             more = [d for d, srcs in dreams.items() if d not in gone and srcs & gone]
@@ -278,36 +253,14 @@ class Forgetter:
             gone.update(more)
             out += more
 
-    @staticmethod
-    def _count(c, space: str, ids: list[str], *, whole: bool) -> dict[str, int]:
-        if whole:
-            q = {t: c.execute(f"SELECT COUNT(*) n FROM {t} WHERE space = ?", (space,)).fetchone()["n"]
-                 for t in ("buckets", "moments", "edges")}
-            return q
-        counts = {"buckets": 0, "moments": 0}
-        edges: set[tuple] = set()
-        for chunk in _chunks(ids):
-            marks = ",".join("?" * len(chunk))
-            counts["buckets"] += len(chunk)
-            counts["moments"] += c.execute(f"SELECT COUNT(*) n FROM moments WHERE space = ? AND bucket_id IN "
-                                           f"({marks})", (space, *chunk)).fetchone()["n"]
-            edges |= {tuple(r) for r in c.execute(
-                f"SELECT from_id, to_id, relation FROM edges WHERE space = ? AND (from_id IN ({marks}) OR "
-                f"to_id IN ({marks}))", (space, *chunk, *chunk))}
-        counts["edges"] = len(edges)
-        return counts
-
     def _record_intent(self, c, purge_id: str, space: str, target: dict, key: str, plan: Plan) -> None:
         at = _now()
         c.execute("INSERT INTO purges(purge_id, space, target, target_key, state, plan, at, seq) "
                   "VALUES (?,?,?,?,'intent',?,?,?)",
                   (purge_id, space, receipts.canonical(target).decode("utf-8"), key, plan.to_json(), at,
                    self.ledger.next_seq(c, "purges")))
-        if "whole_space" in target:  # readers stop seeing the buckets now; the steps below finish the job
-            c.execute("UPDATE buckets SET state = 'deleting' WHERE space = ?", (space,))
-        for chunk in _chunks(plan.bucket_ids):
-            marks = ",".join("?" * len(chunk))
-            c.execute(f"UPDATE buckets SET state = 'deleting' WHERE space = ? AND id IN ({marks})", (space, *chunk))
+        # readers stop seeing the buckets now; the steps below finish the job
+        self.store.mark_deleting(c, space, None if "whole_space" in target else plan.bucket_ids)
         c.executemany("INSERT OR IGNORE INTO suppressed_sources(space, digest, purge_id, at) VALUES (?,?,?,?)",
                       [(space, d, purge_id, at) for d in plan.digests])
 
@@ -325,7 +278,7 @@ class Forgetter:
         for k in ("facts", "sessions", "other"):
             deleted[k] = done.get(k, 0)
         deleted["buckets"] += done.get("late_buckets", 0)
-        kid, secret = next(iter(secret_for.items())) if secret_for else signing_key(self.brain.config)
+        kid, secret = next(iter(secret_for.items())) if secret_for else signing_key(self.config, self.data_dir)
         payload = {"typ": receipts.RECEIPT_TYPE, "kid": kid, "purge_id": purge_id, "space": space,
                    "target": target, "deleted": deleted, "at": row["at"]}
         receipt = receipts.make_receipt(payload, secret)
@@ -339,7 +292,7 @@ class Forgetter:
     # ------------------------------------------------------------ the removal steps (all idempotent)
 
     def _execute(self, space: str, target: dict, plan: Plan) -> dict[str, int]:
-        brain, store = self.brain, self.brain.store
+        store = self.store
         whole = "whole_space" in target
         self.ledger.read().execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left behind
         out = {"facts": 0, "sessions": 0, "other": 0, "late_buckets": 0}
@@ -349,92 +302,37 @@ class Forgetter:
             for chunk in _chunks(plan.bucket_ids, 200):
                 store.delete(space, chunk)
             if "source" in target:  # a write that passed its check just before the purge began
-                late = [r["id"] for r in self.ledger.query("SELECT id FROM buckets WHERE space = ? AND source = ?",
-                                                           (space, target["source"]))]
-                out["late_buckets"] = len(store.delete(space, late))
-        gateway = brain._optional("gateway")
-        if gateway is not None:
-            sessions = gateway.sessions
-            out["sessions"] = sessions.forget_space(space) if whole else sessions.forget_buckets(space,
-                                                                                                 plan.bucket_ids)
+                out["late_buckets"] = len(store.delete(space, store.ids_by_source(space, target["source"])))
+        out["sessions"] = (self.sessions.forget_space(space) if whole
+                           else self.sessions.forget_buckets(space, plan.bucket_ids))
         out["facts"] = self._forget_facts(space, plan, whole)
         out["other"] += self._forget_exchanges(space, plan, whole)
-        for obj in self._capabilities():
-            hook = getattr(obj, "on_purge", None)
-            if callable(hook):
-                out["other"] += int(hook(space, list(plan.bucket_ids), list(plan.digests), whole) or 0)
-        drop = getattr(store, "drop_lexical", None)
-        if callable(drop):  # rebuilt from the ledger on next use, without the purged vocabulary
-            drop(space)
-        self._clear_caches()
+        for obj in self.participants:
+            out["other"] += int(obj.on_purge(space, list(plan.bucket_ids), list(plan.digests), whole) or 0)
+        store.drop_lexical(space)  # rebuilt from the ledger on next use, without the purged vocabulary
+        for obj in self.caches:  # query embeddings and plans are keyed by query text, which may quote it
+            obj.clear_cache()
         return out
 
     def _forget_facts(self, space: str, plan: Plan, whole: bool) -> int:
-        try:
-            facts = self.brain.facts
-        except ImportError:  # the facts store has not landed in this build
-            return 0
-        n = 0
-        for digest in plan.digests:
-            if hasattr(facts, "suppress_source"):
-                facts.suppress_source(space, digest)
-        if whole and hasattr(facts, "forget_space"):
+        facts = self.facts
+        for d in plan.digests:
+            facts.suppress_source(space, d)
+        if whole:
             return int(facts.forget_space(space) or 0)
-        if plan.digests and hasattr(facts, "forget_sources"):
+        n = 0
+        if plan.digests:
             n += int(facts.forget_sources(space, list(plan.digests)) or 0)
-        if plan.bucket_ids and hasattr(facts, "remove_bucket_support"):
+        if plan.bucket_ids:
             n += int(facts.remove_bucket_support(space, list(plan.bucket_ids)) or 0)
         return n
 
-    def _capabilities(self) -> list[Any]:
-        """Loaded capability objects, plus those whose state lives in the ledger even when not loaded."""
-        brain = self.brain
-        objs = {name: obj for name, obj in brain._extras.items() if obj is not self}
-        if "dream" not in objs and importlib.util.find_spec("ombre_brain.dream.engine") is not None:
-            objs["dream"] = brain.dream_engine
-        ingest = getattr(objs.get("gateway"), "_ingest", None)
-        if ingest is not None:
-            objs["ingest"] = ingest
-        return list(objs.values())
-
     def _forget_exchanges(self, space: str, plan: Plan, whole: bool) -> int:
-        """Queued exchanges hold the chat text memory was written from; their text goes with it.
-
-        A purged exchange keeps its job row, emptied and marked done, so replaying the same
-        exchange stays a no-op instead of queueing the forgotten text again.
-        """
-        if importlib.util.find_spec("ombre_brain.gateway.ingest") is None:
-            return 0
-        from ..gateway.ingest import JobTable
-
-        jobs = JobTable(self.ledger)
-        hook = getattr(jobs, "on_purge", None)
-        if callable(hook):
-            return int(hook(space, list(plan.bucket_ids), list(plan.digests), whole) or 0)
+        """Queued exchanges hold the chat text memory was written from; their text goes with it."""
         if whole:
-            return int(jobs.forget_space(space) or 0)
+            return int(self.jobs.forget_space(space) or 0)
         ids = [s[len(EXCHANGE_PREFIX):] for s in plan.sources if s.startswith(EXCHANGE_PREFIX)]
-        n = 0
-        with self.ledger.tx() as c:
-            for chunk in _chunks(ids):
-                marks = ",".join("?" * len(chunk))
-                n += c.execute(f"UPDATE jobs SET payload = '{{}}', result = NULL, last_error = NULL, state = 'done' "
-                               f"WHERE space = ? AND id IN ({marks})", (space, *chunk)).rowcount
-        return n
-
-    def _clear_caches(self) -> None:
-        """Query embeddings and plans are keyed by query text, which may quote what was purged."""
-        for obj in (self.brain.store._embedder, self.brain._extras.get("policy")):
-            if obj is None:
-                continue
-            clear = getattr(obj, "clear_cache", None)
-            if callable(clear):
-                clear()
-                continue
-            cache = getattr(obj, "_cache", None)
-            if hasattr(cache, "clear"):
-                with getattr(obj, "_cache_lock", None) or getattr(obj, "_lock", None) or threading.Lock():
-                    cache.clear()
+        return self.jobs.forget_exchanges(space, ids) if ids else 0
 
     def _scrub(self) -> None:
         """Fold the WAL into the database file so deleted rows do not linger in it (best effort)."""
@@ -458,45 +356,9 @@ class Forgetter:
         return finished
 
 
-# ---------------------------------------------------------------- CLI
-
-
 def answer(receipt: dict) -> dict:
     """The HTTP and CLI answer for a purge."""
     return {"status": "purged", "purge_id": receipt["payload"]["purge_id"], "receipt": receipt}
 
 
-def cmd_purge(args) -> int:
-    from ..brain import Brain
-
-    with Brain.open(args.data, args.config) as brain:
-        receipt = brain.purge(args.space, bucket_ids=args.bucket_ids, source=args.source,
-                              whole_space=bool(args.whole_space))
-    print(json.dumps(answer(receipt), ensure_ascii=False, indent=2))
-    return 0
-
-
-def cmd_verify_receipt(args) -> int:
-    """Exit 0 when the receipt verifies, 1 when it does not, 2 when it cannot be checked (config, file)."""
-    from ..config import load_config
-
-    config = load_config(*(f for f in (args.config,) if f))
-    try:
-        with open(args.file, encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValidationError(f"cannot read receipt file {args.file}: {exc}") from None
-    try:
-        document = json.loads(text)
-        receipt = receipts.unwrap(document)
-        kid = receipt["payload"]["kid"]
-        receipts.verify(receipt, verification_secrets(config, kid))
-    except json.JSONDecodeError as exc:
-        print(f"invalid: {args.file} is not JSON ({exc.msg} at line {exc.lineno})", file=sys.stderr)
-        return 1
-    except ValidationError as exc:
-        print(f"invalid: {exc.message}", file=sys.stderr)
-        return 1
-    p = receipt["payload"]
-    print(f"ok: receipt {p.get('purge_id')} (space {p.get('space')}) verified with key {kid}")
-    return 0
+__all__ = ["Forgetter", "Plan", "answer", "source_digest", "target_of"]

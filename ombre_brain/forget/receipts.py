@@ -11,11 +11,11 @@ import base64
 import binascii
 import hashlib
 import hmac
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ValidationError
+from ..text import canonical_json
 
 RECEIPT_TYPE = "purge-receipt+v1"
 
@@ -28,10 +28,9 @@ def _invalid(message: str) -> ValidationError:
 def canonical(value: Any) -> bytes:
     """The exact bytes that are signed: sorted keys, no whitespace, UTF-8, no NaN or infinity."""
     try:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return canonical_json(value)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"receipt payload is not canonical JSON: {exc}", code="receipt_invalid") from None
-    return text.encode("utf-8")
 
 
 def b64url(raw: bytes) -> str:

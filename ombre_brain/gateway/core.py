@@ -1,61 +1,54 @@
-"""The gateway's state holder: durable sessions, cooldowns and the injection log.
+"""The gateway's state: durable sessions and cooldowns, the upstream LLM client, the ingestion queue.
 
-`Brain.turn` builds each turn through :mod:`pipeline` and :mod:`sections`; this object owns
-what must survive between turns and restarts (the ledger-backed session store) and the
-background ingestion worker that turns finished exchanges into memory.
+A turn is built by :mod:`ombre_brain.turn`; the gateway owns what must survive between turns
+and restarts (the ledger-backed session store) and what happens around a proxied exchange: the
+upstream client and the background worker that turns finished exchanges into memory. The proxy
+route itself lives with the other /v1 routes in :mod:`ombre_brain.server.api_gateway`.
 """
 
 from __future__ import annotations
 
 import threading
-from datetime import datetime
+from collections.abc import Callable
 
+from ..config import Config
+from ..store.ledger import Ledger
+from .ingest import IngestQueue
+from .jobs import JobTable
 from .sessions import SessionStore
+from .upstream import Upstream
 
 
 class Gateway:
-    def __init__(self, brain) -> None:
-        self.brain = brain
-        gw = brain.config.gateway
-        self.sessions = SessionStore(brain.ledger, log_size=gw.injection_log_size, expiry_days=gw.session_expiry_days)
-        self._upstream = None
-        self._ingest = None
+    def __init__(self, config: Config, ledger: Ledger, write: Callable[..., str]) -> None:
+        self.config = config
+        self.ledger = ledger
+        self._write = write
+        gw = config.gateway
+        self.sessions = SessionStore(ledger, log_size=gw.injection_log_size, expiry_days=gw.session_expiry_days)
+        self.jobs = JobTable(ledger)
+        self._upstream: Upstream | None = None
+        self._ingest: IngestQueue | None = None
         self._init_lock = threading.Lock()
-
-    def after_dream_surfaced(self, space: str, dream_ids: list[str], now: datetime,
-                             trimmed: list[str] | None = None) -> None:
-        """Ring the dreams a real turn showed; release those it claimed but the budget trimmed away."""
-        engine = self.brain._optional("dream_engine")
-        if engine is not None:
-            engine.after_surfaced(space, dream_ids, now, trimmed=trimmed or ())
 
     def injections(self, space: str, session: str | None = None, limit: int = 20) -> list[dict]:
         return self.sessions.injections_log(space, session, limit)
 
-    def reconcile(self) -> None:
-        """Nothing half-done to finish for sessions: each turn is one ledger transaction."""
-
-    # ------------------------------------------------------------ proxy and post-exchange writing
-
     @property
-    def upstream(self):
-        """The shared client for `upstream.*` (the chat proxy and the LLM extractor)."""
+    def upstream(self) -> Upstream:
+        """The shared client for `upstream.*` (the chat proxy, the LLM extractor and the dream composer)."""
         with self._init_lock:
             if self._upstream is None:
-                from .upstream import Upstream
-
-                self._upstream = Upstream(self.brain.config.upstream)
+                self._upstream = Upstream(self.config.upstream)
             return self._upstream
 
     @property
-    def ingest(self):
-        """The durable queue of exchanges waiting to become memory (see :mod:`ingest`)."""
+    def ingest(self) -> IngestQueue:
+        """The durable queue of exchanges waiting to become memory (see :mod:`.ingest`)."""
         upstream = self.upstream
         with self._init_lock:
             if self._ingest is None:
-                from .ingest import IngestQueue
-
-                self._ingest = IngestQueue(self.brain, upstream)
+                self._ingest = IngestQueue(self.config, self.ledger, self._write, upstream)
             return self._ingest
 
     def start_worker(self) -> None:
@@ -71,3 +64,6 @@ class Gateway:
             self._ingest.stop()
         if self._upstream is not None:
             self._upstream.close()
+
+
+__all__ = ["Gateway"]

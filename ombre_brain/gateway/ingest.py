@@ -17,45 +17,22 @@ import json
 import logging
 import re
 import threading
-import time
-from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..classify import classify
-from ..config import WriterConfig
-from ..errors import NotFoundError, SourceSuppressedError, UpstreamError, ValidationError
+from ..config import Config, WriterConfig
+from ..errors import SourceSuppressedError, UpstreamError, ValidationError
 from ..store.ledger import Ledger
+from .jobs import JobTable, _iso
 from .upstream import message_text
 
 log = logging.getLogger("ombre_brain")
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-    id TEXT PRIMARY KEY,               -- sha256 of the canonical exchange
-    space TEXT NOT NULL,
-    session TEXT NOT NULL,
-    payload TEXT NOT NULL,             -- {user, assistant, model, at}
-    state TEXT NOT NULL,               -- pending | running | done | failed | dead
-    attempts INTEGER NOT NULL DEFAULT 0,
-    next_at REAL NOT NULL,             -- unix time the job is next due
-    last_error TEXT,
-    created TEXT NOT NULL,
-    updated TEXT NOT NULL,
-    result TEXT                        -- {bucket_ids, noise, extractor} once done
-);
-CREATE INDEX IF NOT EXISTS jobs_due ON jobs(state, next_at);
-CREATE INDEX IF NOT EXISTS jobs_space ON jobs(space);
-"""
-STATES = ("pending", "running", "done", "failed", "dead")
 IMPORTANCE = {"stable_boundary": 7, "relationship_lesson": 7, "short_state": 4, "process_event": 5}
 TITLE_CHARS = 40
 _CLAUSE_RE = re.compile(r"[，,。！？!?；;\n]")
 _SENTENCE_RE = re.compile(r"(?<=[。！？!?；;…\n])|(?<=[.](?=\s))")
-
-
-def _iso(t: float | None = None) -> str:
-    return datetime.fromtimestamp(time.time() if t is None else t, timezone.utc).isoformat(timespec="seconds")
 
 
 def exchange_id(space: str, session: str, user_texts: list[str], assistant: str) -> str:
@@ -179,123 +156,18 @@ def _model_fields(item: Mapping, subject: str, layer: str, origin: str) -> dict[
             "origin": origin, "basis": "inferred"}
 
 
-# ---------------------------------------------------------------- the job table
-
-
-class JobTable:
-    """The `jobs` rows in the ledger; usable without a Brain (the `jobs` command)."""
-
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-        ledger.ensure_schema("jobs", SCHEMA)
-
-    def insert(self, job_id: str, space: str, session: str, payload: dict) -> bool:
-        """INSERT OR IGNORE: True when the job is new, False for a replayed exchange."""
-        now = _iso()
-        with self.ledger.tx() as c:
-            cur = c.execute("INSERT OR IGNORE INTO jobs(id, space, session, payload, state, attempts, next_at, "
-                            "created, updated) VALUES (?,?,?,?, 'pending', 0, ?, ?, ?)",
-                            (job_id, space, session, json.dumps(payload, ensure_ascii=False), time.time(), now, now))
-            return cur.rowcount == 1
-
-    def get(self, job_id: str) -> dict | None:
-        row = self.ledger.one("SELECT * FROM jobs WHERE id = ?", (job_id,))
-        return _row(row) if row else None
-
-    def due(self, limit: int = 10) -> list[str]:
-        return [r["id"] for r in self.ledger.query(
-            "SELECT id FROM jobs WHERE state IN ('pending', 'failed') AND next_at <= ? ORDER BY next_at, created "
-            "LIMIT ?", (time.time(), limit))]
-
-    def claim(self, job_id: str) -> dict | None:
-        """Mark a due job running and count the attempt; None if another worker got it first."""
-        with self.ledger.tx() as c:
-            cur = c.execute("UPDATE jobs SET state = 'running', attempts = attempts + 1, updated = ? "
-                            "WHERE id = ? AND state IN ('pending', 'failed')", (_iso(), job_id))
-            if cur.rowcount != 1:
-                return None
-            return _row(c.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
-
-    def finish(self, job_id: str, result: dict) -> None:
-        with self.ledger.tx() as c:
-            c.execute("UPDATE jobs SET state = 'done', result = ?, last_error = NULL, updated = ? WHERE id = ?",
-                      (json.dumps(result, ensure_ascii=False), _iso(), job_id))
-
-    def fail(self, job_id: str, attempts: int, error: str, max_attempts: int, backoff_s: float) -> str:
-        """Back off (backoff_s, 2x, 4x, ...) or dead-letter after max_attempts; returns the new state."""
-        state = "dead" if attempts >= max_attempts else "failed"
-        next_at = time.time() + backoff_s * 2 ** max(attempts - 1, 0)
-        with self.ledger.tx() as c:
-            c.execute("UPDATE jobs SET state = ?, next_at = ?, last_error = ?, updated = ? WHERE id = ?",
-                      (state, next_at, error[:1000], _iso(), job_id))
-        return state
-
-    def recover(self, max_attempts: int) -> int:
-        """Jobs left running by a crashed process: retry them, or dead-letter those out of attempts."""
-        note = "interrupted: the process stopped while this job was running"
-        with self.ledger.tx() as c:
-            n = c.execute("UPDATE jobs SET state = 'dead', last_error = ?, updated = ? "
-                          "WHERE state = 'running' AND attempts >= ?", (note, _iso(), max_attempts)).rowcount
-            n += c.execute("UPDATE jobs SET state = 'pending', next_at = ?, last_error = ?, updated = ? "
-                           "WHERE state = 'running'", (time.time(), note, _iso())).rowcount
-        return n
-
-    def retry(self, target: str) -> list[str]:
-        """Reset jobs to pending with fresh attempts: one id (or unique prefix), 'dead' or 'failed'."""
-        with self.ledger.tx() as c:
-            if target in ("dead", "failed"):
-                ids = [r["id"] for r in c.execute("SELECT id FROM jobs WHERE state = ?", (target,))]
-            else:
-                if not re.fullmatch(r"[0-9a-fA-F]{4,64}", target):
-                    raise ValidationError(f"expected a job id (at least 4 hex digits), 'dead' or 'failed', got "
-                                          f"{target[:40]!r}", field="retry")
-                ids = [r["id"] for r in c.execute("SELECT id FROM jobs WHERE id LIKE ? LIMIT 2",
-                                                  (target.lower() + "%",))]
-                if not ids:
-                    raise NotFoundError(f"no job {target!r}; `ombre-brain jobs` lists them")
-                if len(ids) > 1:
-                    raise ValidationError(f"job id prefix {target!r} is ambiguous; give more of the id", field="retry")
-                row = c.execute("SELECT state FROM jobs WHERE id = ?", (ids[0],)).fetchone()
-                if row["state"] == "running":
-                    raise ValidationError(f"job {ids[0][:16]} is running now", field="retry")
-            for jid in ids:
-                c.execute("UPDATE jobs SET state = 'pending', attempts = 0, next_at = ?, updated = ? WHERE id = ?",
-                          (time.time(), _iso(), jid))
-        return ids
-
-    def counts(self) -> dict[str, int]:
-        got = {r["state"]: r["n"] for r in self.ledger.query("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")}
-        return {s: got.get(s, 0) for s in STATES}
-
-    def list(self, states: Iterable[str] = ("pending", "running", "failed", "dead"), limit: int = 100) -> list[dict]:
-        states = tuple(states)
-        marks = ",".join("?" * len(states))
-        return [_row(r) for r in self.ledger.query(
-            f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY created DESC LIMIT ?", (*states, limit))]
-
-    def forget_space(self, space: str) -> int:
-        with self.ledger.tx() as c:
-            return c.execute("DELETE FROM jobs WHERE space = ?", (space,)).rowcount
-
-
-def _row(row) -> dict:
-    d = dict(row)
-    d["payload"] = json.loads(d["payload"])
-    d["result"] = json.loads(d["result"]) if d.get("result") else None
-    return d
-
-
 # ---------------------------------------------------------------- the queue and its worker
 
 
 class IngestQueue:
     """Enqueue exchanges and run them on one background thread (`start()` / `stop()`)."""
 
-    def __init__(self, brain, upstream) -> None:
-        self.brain = brain
+    def __init__(self, config: Config, ledger: Ledger, write: Callable[..., str], upstream) -> None:
+        self.config = config
+        self.write = write  # Brain.write: validation, writer hints and the suppression check included
         self.upstream = upstream
-        self.cfg = brain.config.ingest
-        self.table = JobTable(brain.ledger)
+        self.cfg = config.ingest
+        self.table = JobTable(ledger)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -377,14 +249,14 @@ class IngestQueue:
         if self.cfg.extractor == "llm":
             drafts = self._llm_drafts(p)
         else:
-            drafts = rule_drafts(p["user"], self.brain.config.writer)
+            drafts = rule_drafts(p["user"], self.config.writer)
         written: list[str] = []
         for d in drafts:
             bid = f"x{job['id'][:12]}{d.side}"
             fields = dict(d.fields)
-            fields["body"] = fields["body"][: self.brain.limits.max_body_chars]
+            fields["body"] = fields["body"][: self.config.store.max_body_chars]
             try:
-                written.append(self.brain.write(space=job["space"], id=bid, source=f"exchange:{job['id']}",
+                written.append(self.write(space=job["space"], id=bid, source=f"exchange:{job['id']}",
                                                 created=p.get("at"), **fields))
             except SourceSuppressedError:
                 return {"bucket_ids": written, "suppressed": True, "extractor": self.cfg.extractor}
@@ -395,7 +267,7 @@ class IngestQueue:
         return {"bucket_ids": written, "noise": not drafts, "extractor": self.cfg.extractor}
 
     def _llm_drafts(self, p: dict) -> list[Draft]:
-        model = self.brain.config.upstream.model or p.get("model")
+        model = self.config.upstream.model or p.get("model")
         if not model:
             raise UpstreamError("the LLM extractor needs a model: set upstream.model", code="upstream_no_model")
         exchange = json.dumps({"user": p["user"], "assistant": p.get("assistant", "")}, ensure_ascii=False)
@@ -409,36 +281,3 @@ class IngestQueue:
         return parse_extraction(content)
 
 
-# ---------------------------------------------------------------- the `jobs` command
-
-
-def cmd_jobs(args) -> int:
-    """`ombre-brain jobs [--retry ID|dead|failed] [--json]`: list pending, failed and dead jobs."""
-    from pathlib import Path
-
-    from ..config import load_config
-
-    cfg = load_config(*(f for f in (args.config,) if f))
-    path = Path(args.data) / "ledger.db"
-    if not path.exists():
-        raise NotFoundError(f"no data directory at {args.data} (no ledger.db); pass --data DIR")
-    ledger = Ledger(path, cfg.store.ledger_busy_timeout_ms)
-    try:
-        table = JobTable(ledger)
-        retried = [jid for target in (args.retry or []) for jid in table.retry(target)]
-        counts, rows = table.counts(), table.list()
-    finally:
-        ledger.close()
-    if args.json:
-        print(json.dumps({"counts": counts, "retried": retried, "jobs": [
-            {k: r[k] for k in ("id", "space", "session", "state", "attempts", "last_error", "created", "updated")}
-            | {"next_at": _iso(r["next_at"])} for r in rows]}, ensure_ascii=False, indent=2))
-        return 0
-    if retried:
-        print(f"reset {len(retried)} job(s) to pending: {', '.join(j[:16] for j in retried)}")
-    print("  ".join(f"{s}: {n}" for s, n in counts.items()))
-    for r in rows:
-        when = f"next {_iso(r['next_at'])}" if r["state"] in ("pending", "failed") else f"updated {r['updated']}"
-        err = f"  {r['last_error']}" if r["last_error"] else ""
-        print(f"{r['id'][:16]}  {r['state']:<7}  attempts {r['attempts']}  {r['space']}/{r['session']}  {when}{err}")
-    return 0

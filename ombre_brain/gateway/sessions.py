@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from ..recall_types import SessionState
 from ..store.ledger import Ledger
+from ..timeutil import parse_iso
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -48,8 +49,7 @@ CREATE INDEX IF NOT EXISTS turn_log_space ON turn_log(space, session, seq);
 """
 
 
-def _dt(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
+_dt = parse_iso
 
 
 class SessionStore:

@@ -10,8 +10,9 @@ import dataclasses
 from collections.abc import Sequence
 from time import perf_counter
 
-from .fusion import admit, asked_terms, dense_weight_for, fuse, group_by_bucket, is_cjk_text, lift_by_context
+from ..config import Config
 from ..recall_types import Candidate, QueryPlan
+from .fusion import admit, asked_terms, dense_weight_for, fuse, group_by_bucket, is_cjk_text, lift_by_context
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,10 +27,12 @@ class Retrieval:
 
 
 class Retriever:
-    def __init__(self, brain) -> None:
-        self.brain = brain
-        self.store = brain.store
-        self.cfg = brain.config
+    """Candidates for a planned query from one store: both searches, fused, grouped and admitted."""
+
+    def __init__(self, store, config: Config, policy) -> None:
+        self.store = store
+        self.cfg = config
+        self.policy = policy
 
     def search(self, space: str, plan: QueryPlan, *, lexical_terms: Sequence[str] | None = None,
                vector_k: int | None = None, lexical_k: int | None = None) -> Retrieval:
@@ -69,8 +72,8 @@ class Retriever:
 
     def rank(self, space: str, query: str, k: int = 10) -> list[str]:
         """Bucket ids in fused order for a raw query (eval: before gates and budgets)."""
-        plan = self.brain.policy.plan_query(query, None)
-        terms = plan.terms or tuple(self.brain.tokenize(query))
+        plan = self.policy.plan_query(query, None)
+        terms = plan.terms or tuple(self.store.tokens(query))
         res = self.search(space, plan, lexical_terms=terms, vector_k=max(k * 4, self.cfg.retrieval.vector_k),
                           lexical_k=max(k * 4, self.cfg.retrieval.lexical_k))
         return [c.bucket.id for c in res.candidates[:k]]

@@ -31,7 +31,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # no fork warnings fro
 os.environ.setdefault("GOMP_SPINCOUNT", "1000")
 
 import logging  # noqa: E402
-import re  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 from collections import OrderedDict  # noqa: E402
@@ -42,6 +41,8 @@ import numpy as np  # noqa: E402
 
 from ..config import EmbeddingConfig  # noqa: E402
 from ..errors import EmbeddingError  # noqa: E402
+from ..text import CJK_RE as _CJK_RE  # noqa: E402
+from ..text import has_cjk  # noqa: E402,F401  (re-exported)
 
 log = logging.getLogger("ombre_brain")
 
@@ -51,19 +52,9 @@ MINILM_NAME = "all-MiniLM-L6-v2"
 _E5_ALIASES = frozenset({E5_NAME, f"intfloat/{E5_NAME}"})
 _MINILM_ALIASES = frozenset({MINILM_NAME.lower(), f"sentence-transformers/{MINILM_NAME}".lower()})
 
-# Han (with extensions and compatibility ideographs), kana and hangul: scripts an English-only
-# WordPiece vocabulary mostly maps to [UNK].
-_CJK_RE = re.compile(
-    "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f]"
-)
 # A probe of everyday Chinese for the tokenizer check; long enough that a few lucky
 # in-vocabulary characters cannot pass an English-only model off as multilingual.
 CJK_PROBE = "我们一起去海边看日出，我家小狗叫豆包，晚上想吃重庆火锅。"
-
-
-def has_cjk(text: str) -> bool:
-    """True when the text holds any CJK character; the gates use it to distrust English-only vectors."""
-    return _CJK_RE.search(text) is not None
 
 
 class Embedder:
@@ -141,6 +132,11 @@ class Embedder:
                 while len(self._cache) > self.query_cache_size:
                     self._cache.popitem(last=False)
         return found
+
+    def clear_cache(self) -> None:
+        """Forget cached query vectors (a purge: queries may quote what was forgotten)."""
+        with self._cache_lock:
+            self._cache.clear()
 
     def cache_info(self) -> dict[str, int]:
         """Size and capacity of the query cache, for the debug pages and tests."""

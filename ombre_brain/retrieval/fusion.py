@@ -19,13 +19,12 @@ from typing import Any
 
 from ..buckets import Bucket, Moment
 from ..recall_types import Admission, Candidate, MomentHit
+from ..text import CJK_RE as _CJK_RE
+from ..text import is_cjk_text
 
 __all__ = ["ANCHOR_SHIFT", "admit", "dense_weight_for", "discriminative_terms", "fuse", "group_by_bucket",
            "is_cjk_text", "lift_by_context"]
 
-# CJK ideographs, kana and hangul: the scripts jieba (not whitespace) tokenises and MiniLM cannot read.
-_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]")
-_LATIN_WORD_RE = re.compile(r"[^\W\d_]+")
 # Exact anchors a query can carry: quoted spans, digit groups, capitalised names after the first word.
 _QUOTED_RE = re.compile(r"[\"“”「」『』‘’]([^\"“”「」『』‘’]{2,})[\"“”「」『』‘’]")
 _DIGITS_RE = re.compile(r"\d{2,}")
@@ -33,15 +32,6 @@ _NAME_RE = re.compile(r"(?<=[\s\u3000-\u9fff])[A-Z][a-z]+")
 
 ANCHOR_SHIFT = 0.15
 """How far exact anchors (quoted text, names, numbers) move the dense weight towards lexical."""
-
-
-def is_cjk_text(text: str) -> bool:
-    """True when CJK characters outnumber Latin words: such text is judged by its CJK part."""
-    cjk = len(_CJK_RE.findall(text))
-    if cjk == 0:
-        return False
-    latin_words = sum(1 for w in _LATIN_WORD_RE.findall(text) if not _CJK_RE.search(w))
-    return cjk >= latin_words
 
 
 def _query_anchors(query: str) -> list[str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import unicodedata
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -22,6 +21,8 @@ from typing import NamedTuple
 import bm25s
 import jieba
 import numpy as np
+
+from ..text import HAN, normalize
 
 # bm25s sets its logger to DEBUG and jieba adds a DEBUG stderr handler at import; either would
 # print index-building chatter into server logs.
@@ -32,10 +33,8 @@ K1 = 1.5  # bm25s defaults, "lucene" variant; the reference test pins the same n
 B = 0.75
 
 # Han ideographs go to jieba; everything else (Latin, digits, kana, hangul) is split into words.
-_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
-_HAN_SPLIT_RE = re.compile(f"([{_HAN}]+)")
+_HAN_SPLIT_RE = re.compile(f"([{HAN}]+)")
 _WORD_RE = re.compile(r"\d+(?:\.\d+)+|[^\W_]+(?:'[^\W_]+)*")
-_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\uff07": "'"})
 
 _jieba_lock = threading.Lock()
 _jieba_ready = False
@@ -66,9 +65,7 @@ def _normalised_stops(stop_words: frozenset[str]) -> frozenset[str]:
     return frozenset(_normalise(w).strip() for w in stop_words)
 
 
-def _normalise(text: str) -> str:
-    # NFKC folds full-width letters and digits (ＡＢＣ１２) into ASCII, as users type both.
-    return unicodedata.normalize("NFKC", text).translate(_QUOTES).lower()
+_normalise = normalize  # NFKC folds full-width letters and digits (ＡＢＣ１２) into ASCII, as users type both
 
 
 def tokenize(text: str, stop_words: frozenset[str] = frozenset()) -> list[str]:
@@ -178,6 +175,11 @@ class LexicalIndex:
 
     def __contains__(self, moment_id: object) -> bool:
         return moment_id in self._docs
+
+    def ids(self) -> list[str]:
+        """The moment ids the index holds (doctor compares them with the ledger)."""
+        with self._lock:
+            return list(self._docs)
 
     def doc_freq(self, term: str) -> int:
         """How many moments contain the term."""

@@ -1,1 +1,6 @@
-"""server"""
+"""The HTTP server: the Flask app and its production `/v1` blueprints (DESIGN §8).
+
+``app`` builds the app and its one error policy; ``common`` parses bodies, tokens and spaces;
+``api_buckets``, ``api_facts``, ``api_gateway`` (inject and the proxy) and ``api_forget`` are the
+routes. The debug UI is a blueprint of the same app (``ombre_brain.debug_ui``).
+"""

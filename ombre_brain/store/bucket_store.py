@@ -27,24 +27,25 @@ from ..buckets import Bucket, Moment, bucket_from_stored, build_moments
 from ..config import Config
 from ..errors import EmbeddingError, NotFoundError, ValidationError
 from ..memory_layers import storage_roles
-from ..recall_types import Edge
 from .chroma import ChromaBackend, collection_name
+from .consistency import ConsistencyMixin
+from .edges import EdgesMixin
+from .forgetting import ForgettingMixin
 from .ledger import Ledger
+from .reads import ReadsMixin
 
 log = logging.getLogger("ombre_brain")
 
 BUCKET_LOCK_STRIPES = 64
-# What readers see: committed buckets, and buckets being updated (their new version, already in the
-# ledger), so a bucket never reads as missing while someone edits it.
-VISIBLE = "state IN ('committed', 'updating')"
 STORE_META_SCHEMA = "CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-INDEX_SCHEMA = "CREATE INDEX IF NOT EXISTS buckets_active ON buckets(space, last_active);"  # list(since=...)
+INDEX_SCHEMA = ("CREATE INDEX IF NOT EXISTS buckets_active ON buckets(space, last_active);"  # list(since=...)
+                "DROP INDEX IF EXISTS buckets_type;"  # list(type=...): newest of a type from the index, no sort
+                "CREATE INDEX IF NOT EXISTS buckets_type2 ON buckets(space, type, created);")
 # list(role=...): the few buckets that may stand in a side section, found without decoding the space.
 # Roles sit in the index so a role absent from the space costs an index walk, not a row fetch per bucket.
 ROLES_INDEX = ("DROP INDEX IF EXISTS buckets_roles; "
                "CREATE INDEX IF NOT EXISTS buckets_roles2 ON buckets(space, roles, created) WHERE roles != '';")
 CHROMA_BATCH = 4000  # moments per Chroma upsert in write_many
-RELATIONS = ("same_event", "context_of", "evidenced_by", "relates_to", "old_version", "conflict", "dream_ring")
 
 
 def _meta(bucket: Bucket, m: Moment) -> dict:
@@ -67,7 +68,7 @@ def _meta(bucket: Bucket, m: Moment) -> dict:
     }
 
 
-class BucketStore:
+class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
     """The storage facade used by Brain: write/update/delete/get plus the two searches."""
 
     def __init__(self, data_dir: Path, config: Config, embedder_factory, tokenizer) -> None:
@@ -130,6 +131,11 @@ class BucketStore:
             self._embedder = self._embedder_factory()
         return self._embedder
 
+    def clear_cache(self) -> None:
+        """Forget the loaded embedder's cached query vectors (nothing to do before it is loaded)."""
+        if self._embedder is not None:
+            self._embedder.clear_cache()
+
     def tokens(self, text: str) -> list[str]:
         return self._tokenize(text)
 
@@ -159,27 +165,6 @@ class BucketStore:
 
     def spaces(self) -> list[str]:
         return [r["space"] for r in self.ledger.query("SELECT space FROM spaces ORDER BY space")]
-
-    def lexical(self, space: str):
-        from ..retrieval.lexical import LexicalIndex
-
-        with self._lock:
-            idx = self._lexical.get(space)
-            if idx is None:
-                rows = self.ledger.query(
-                    "SELECT m.id, m.tokens FROM moments m JOIN buckets b ON b.space = m.space AND b.id = m.bucket_id "
-                    "WHERE m.space = ? AND b.state = 'committed'", (space,))
-                idx = LexicalIndex((r["id"], r["tokens"].split()) for r in rows)
-                self._lexical[space] = idx
-            return idx
-
-    def drop_lexical(self, space: str) -> None:
-        """Forget the space's cached lexical index; the next search rebuilds it from the ledger.
-
-        A purge calls this so that not even the dead vocabulary of removed moments stays in memory.
-        """
-        with self._lock:
-            self._lexical.pop(space, None)
 
     # ------------------------------------------------------------ writes
 
@@ -316,6 +301,10 @@ class BucketStore:
             "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (bucket.space, bucket.id, state, json.dumps(bucket.to_dict(), ensure_ascii=False), chash, bucket.type,
              bucket.created, bucket.last_active, bucket.source, self.ledger.next_seq(c), storage_roles(bucket)))
+        self._insert_moments(c, bucket, moments, tokens)
+
+    @staticmethod
+    def _insert_moments(c, bucket: Bucket, moments, tokens) -> None:
         c.executemany(
             'INSERT INTO moments(space, id, bucket_id, ordinal, section, context_only, text, tokens, start, "end") '
             "VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -357,22 +346,6 @@ class BucketStore:
             if idx is not None:
                 idx.remove(old_ids)
                 idx.add([(m.id, t) for m, t in zip(moments, tokens, strict=True)])
-
-    def touch(self, space: str, bucket_ids: Iterable[str], when: str) -> None:
-        """Record activation (count and last_active) without re-embedding: metadata only."""
-        ids = list(bucket_ids)
-        if not ids:
-            return
-        with self.ledger.tx() as c:
-            for bid in ids:
-                row = c.execute("SELECT data FROM buckets WHERE space = ? AND id = ? AND state = 'committed'",
-                                (space, bid)).fetchone()
-                if row is None:
-                    continue
-                d = json.loads(row["data"])
-                d["activation_count"] = int(d.get("activation_count") or 0) + 1
-                c.execute("UPDATE buckets SET data = ? WHERE space = ? AND id = ?",
-                          (json.dumps(d, ensure_ascii=False), space, bid))
 
     def delete(self, space: str, bucket_ids: Iterable[str]) -> list[str]:
         """Delete buckets, their moments and edges; returns the ids that existed."""
@@ -459,119 +432,6 @@ class BucketStore:
             self._lexical.clear()
         return done
 
-    # ------------------------------------------------------------ reads
-
-    def get(self, space: str, bucket_id: str) -> Bucket | None:
-        row = self.ledger.one(f"SELECT data FROM buckets WHERE space = ? AND id = ? AND {VISIBLE}",
-                              (space, bucket_id))
-        return bucket_from_stored(json.loads(row["data"])) if row else None
-
-    def get_many(self, space: str, bucket_ids: Iterable[str]) -> dict[str, Bucket]:
-        ids = list(dict.fromkeys(bucket_ids))
-        out: dict[str, Bucket] = {}
-        for i in range(0, len(ids), 900):
-            chunk = ids[i:i + 900]
-            marks = ",".join("?" * len(chunk))
-            for r in self.ledger.query(
-                    f"SELECT data FROM buckets WHERE space = ? AND {VISIBLE} AND id IN ({marks})",
-                    (space, *chunk)):
-                b = bucket_from_stored(json.loads(r["data"]))
-                out[b.id] = b
-        return out
-
-    def list(self, space: str, *, type: str | None = None, limit: int = 50,
-             since: str | None = None, role: str | None = None) -> list[Bucket]:
-        """Newest first. ``role`` (see :func:`storage_roles`) reads only the buckets holding it, from an index."""
-        where = f"space = ? AND {VISIBLE}"
-        params: list = [space]
-        if type:
-            where += " AND type = ?"
-            params.append(type)
-        if role:
-            where += " AND roles != '' AND instr(roles, ?) > 0"
-            params.append(f",{role},")
-        if not since:
-            # without ANALYZE statistics SQLite would rather walk buckets_created over the whole space
-            table = "buckets INDEXED BY buckets_roles2" if role else "buckets"
-            sql = f"SELECT data FROM {table} WHERE {where} ORDER BY created DESC, seq DESC LIMIT ?"
-            rows = self.ledger.query(sql, [*params, limit])
-        else:
-            # Two index searches, not `created >= ? OR last_active >= ?`, which scans the whole space on
-            # every turn (10 ms at 10k buckets, 0.1 ms this way). The branches are disjoint.
-            sql = (f"SELECT data, created, seq FROM buckets WHERE {where} AND created >= ? UNION ALL "
-                   f"SELECT data, created, seq FROM buckets INDEXED BY buckets_active WHERE {where} "
-                   "AND last_active >= ? AND created < ? ORDER BY created DESC, seq DESC LIMIT ?")
-            rows = self.ledger.query(sql, [*params, since, *params, since, since, limit])
-        return [bucket_from_stored(json.loads(r["data"])) for r in rows]
-
-    def count(self, space: str) -> int:
-        return self.ledger.one(f"SELECT COUNT(*) n FROM buckets WHERE space = ? AND {VISIBLE}",
-                               (space,))["n"]
-
-    def moments(self, space: str, bucket_id: str) -> list[Moment]:
-        rows = self.ledger.query('SELECT id, bucket_id, ordinal, section, context_only, text, start, "end" '
-                                 "FROM moments WHERE space = ? AND bucket_id = ? ORDER BY ordinal", (space, bucket_id))
-        return [_moment(r) for r in rows]
-
-    def moments_by_id(self, space: str, moment_ids: Iterable[str]) -> dict[str, Moment]:
-        ids = list(dict.fromkeys(moment_ids))
-        out: dict[str, Moment] = {}
-        for i in range(0, len(ids), 900):
-            chunk = ids[i:i + 900]
-            marks = ",".join("?" * len(chunk))
-            for r in self.ledger.query(
-                    'SELECT m.id, m.bucket_id, m.ordinal, m.section, m.context_only, m.text, m.start, m."end" '
-                    "FROM moments m JOIN buckets b ON b.space = m.space AND b.id = m.bucket_id "
-                    f"WHERE m.space = ? AND b.state = 'committed' AND m.id IN ({marks})", (space, *chunk)):
-                out[r["id"]] = _moment(r)
-        return out
-
-    def vector_search(self, space: str, vector: np.ndarray, k: int) -> dict[str, float]:
-        if not self.ensure_space(space, create=False):
-            return {}
-        return self.chroma.query(space, vector, k)
-
-    def lexical_search(self, space: str, tokens: Sequence[str], k: int) -> dict[str, float]:
-        if not tokens:
-            return {}
-        return dict(self.lexical(space).search(list(tokens), k))
-
-    # ------------------------------------------------------------ edges
-
-    def add_edge(self, space: str, from_id: str, to_id: str, relation: str, confidence: float) -> Edge:
-        if relation not in RELATIONS:
-            raise ValidationError(f"expected one of {', '.join(RELATIONS)}, got {relation!r}", field="relation")
-        if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0 <= confidence <= 1:
-            raise ValidationError(f"expected a number between 0 and 1, got {confidence!r}", field="confidence")
-        if from_id == to_id:
-            raise ValidationError("an edge must join two different buckets", field="to_id")
-        for bid, name in ((from_id, "from_id"), (to_id, "to_id")):
-            if self.get(space, bid) is None:
-                raise NotFoundError(f"{name}: no bucket {bid!r} in space {space!r}")
-        with self.ledger.tx() as c:
-            c.execute("INSERT INTO edges(space, from_id, to_id, relation, confidence, created) VALUES (?,?,?,?,?,?) "
-                      "ON CONFLICT(space, from_id, to_id, relation) DO UPDATE SET confidence = excluded.confidence",
-                      (space, from_id, to_id, relation, float(confidence), datetime.now(timezone.utc).isoformat()))
-        return Edge(from_id, to_id, relation, float(confidence))
-
-    def edges(self, space: str, bucket_ids: Iterable[str] | None = None) -> list[Edge]:
-        if bucket_ids is None:
-            rows = self.ledger.query("SELECT from_id, to_id, relation, confidence FROM edges WHERE space = ? "
-                                     "ORDER BY from_id, to_id, relation", (space,))
-        else:
-            ids = list(bucket_ids)
-            if not ids:
-                return []
-            marks = ",".join("?" * len(ids))
-            # Two index searches joined by UNION; `from_id IN … OR to_id IN …` scans every edge of the
-            # space (3 ms a call at 20k edges, and diffusion calls it once per hop).
-            cols = "SELECT from_id, to_id, relation, confidence FROM edges"
-            rows = self.ledger.query(
-                f"{cols} WHERE space = ? AND from_id IN ({marks}) UNION "
-                f"{cols} INDEXED BY edges_to WHERE space = ? AND to_id IN ({marks}) ORDER BY from_id, to_id, relation",
-                (space, *ids, space, *ids))
-        return [Edge(r["from_id"], r["to_id"], r["relation"], r["confidence"]) for r in rows]
-
     def close(self) -> None:
         self.chroma.close()
         self.ledger.close()
@@ -584,7 +444,3 @@ def _by_space(buckets: Sequence[Bucket]) -> dict[str, list[int]]:
         out.setdefault(b.space, []).append(i)
     return out
 
-
-def _moment(r) -> Moment:
-    return Moment(r["id"], r["bucket_id"], r["ordinal"], r["section"], r["text"], bool(r["context_only"]),
-                  r["start"], r["end"])

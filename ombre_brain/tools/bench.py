@@ -402,40 +402,4 @@ def plot_turn_p95(results: list[dict], path: str | Path) -> None:
     plt.close(fig)
 
 
-def cmd_bench(args) -> int:
-    if getattr(args, "plot", None):
-        return _cmd_plot(args.plot, args.results)
-    if getattr(args, "results", None):
-        from ..errors import ValidationError
-
-        raise ValidationError("result files are read only with --plot PNG")
-    only_write, only_turns = bool(getattr(args, "write", False)), bool(getattr(args, "turns", False))
-    write = only_write or not only_turns
-    turns = only_turns or not only_write
-    res = run_bench(args.buckets, args.queries, seed=args.seed, write=write, turns=turns, config=args.config,
-                    data_dir=getattr(args, "keep", None))
-    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_bench(res))
-    return 0
-
-
-def _cmd_plot(out: str, files: list[str]) -> int:
-    from ..errors import ValidationError
-
-    if not files:
-        raise ValidationError("--plot needs the --json outputs of earlier bench runs to draw, e.g. "
-                              "ombre-brain bench --plot p95.png 1k.json 10k.json")
-    results = []
-    for f in files:
-        try:
-            r = json.loads(Path(f).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ValidationError(f"cannot read bench results from {f}: {exc}") from exc
-        if not isinstance(r, dict) or not isinstance(r.get("turn_ms"), dict) or "buckets" not in r:
-            raise ValidationError(f"{f} is not the --json output of a bench run that measured turns")
-        results.append(r)
-    plot_turn_p95(results, out)
-    print(f"wrote {out} from {len(results)} runs")
-    return 0
-
-
 __all__ = ["plot_turn_p95", "run_bench", "synthetic_queries", "synthetic_store"]

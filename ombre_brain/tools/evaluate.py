@@ -376,33 +376,5 @@ def format_recall(res: dict) -> str:
                                   [[s, *(systems[s][k] for k in keys), systems[s]["ms_per_query"]] for s in SYSTEMS])
 
 
-def _parse_ks(text: str) -> list[int]:
-    from ..errors import ValidationError
-
-    try:
-        ks = sorted({int(k) for k in str(text).split(",") if k.strip()})
-    except ValueError:
-        raise ValidationError(f"expected comma-separated integers like 5,10,25,50, got {text!r}", field="--k") from None
-    if not ks or ks[0] < 1:
-        raise ValidationError(f"expected positive integers, got {text!r}", field="--k")
-    return ks
-
-
-def cmd_eval_locomo(args) -> int:
-    res = eval_locomo(args.data, _parse_ks(args.k), config=args.config)
-    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_locomo(res))
-    return 0
-
-
-def cmd_eval_recall(args) -> int:
-    from ..errors import ValidationError
-
-    if not Path(args.data).is_file():
-        raise ValidationError(f"no such file: {args.data}", field="data")
-    res = eval_recall(args.data, config=args.config)
-    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_recall(res))
-    return 0
-
-
 __all__ = ["eval_locomo", "eval_recall", "hit_at_k", "load_locomo", "load_recall_yaml", "recall_at_k",
            "reciprocal_rank", "score_locomo"]

@@ -29,15 +29,16 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
-from datetime import date, datetime, timezone, tzinfo
+from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ..buckets import Bucket, bucket_from_dict, validate_space
-from ..config import load_yaml_text
+from ..config_yaml import load_yaml_text
 from ..errors import ValidationError
+from ..timeutil import coerce_time
 from .portability import ImportReport, Problem, apply_buckets
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
@@ -79,22 +80,11 @@ def _load_frontmatter(fm: str) -> dict:
 
 
 def _time(value: Any, key: str, naive_tz: tzinfo) -> str | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        dt = value
-    elif isinstance(value, date):
-        dt = datetime(value.year, value.month, value.day)
-    elif isinstance(value, str):
-        try:
-            dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise _Bad(f"{key}: expected an ISO-8601 time like 2026-11-30T20:00:00+08:00, got {value!r}") from None
-    else:
-        raise _Bad(f"{key}: expected a time, got {type(value).__name__}")
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=naive_tz)
-    return dt.isoformat()
+    try:
+        dt = coerce_time(value, naive_tz)
+    except ValueError as exc:
+        raise _Bad(f"{key}: {exc}") from None
+    return dt.isoformat() if dt is not None else None
 
 
 def _number(value: Any, key: str, lo: float, hi: float, integer: bool = False) -> float | int | None:

@@ -35,7 +35,7 @@ from typing import IO
 
 from ..buckets import Bucket, bucket_from_dict, validate_space
 from ..errors import ConflictError, NotFoundError, OmbreError, ValidationError
-from ..store.bucket_store import RELATIONS, VISIBLE
+from ..store.edges import RELATIONS
 
 FORMAT = "ombre-brain-export"
 VERSION = 1
@@ -121,11 +121,8 @@ def _snapshot(ledger):
 def _suppressed(brain, bucket: Mapping) -> bool:
     if not bucket.get("source"):
         return False
-    check = getattr(brain, "_check_suppressed", None)
-    if not callable(check):
-        return False
     try:
-        check(Bucket(id=bucket["id"], space=bucket["space"], title="-", source=bucket["source"]))
+        brain.forget.check_source(bucket["space"], bucket["source"])
     except ConflictError:
         return True
     return False
@@ -134,17 +131,10 @@ def _suppressed(brain, bucket: Mapping) -> bool:
 def export_rows(brain, space: str) -> tuple[dict, list[dict]]:
     """The export of one space as (header, rows), without writing anything."""
     validate_space(space)
-    facts_store = _facts_store(brain)  # made first: creating it runs DDL, which would end the snapshot below
     with _snapshot(brain.ledger) as conn:  # the facts store joins this read transaction: one consistent view
-        known = conn.execute("SELECT model_id FROM spaces WHERE space = ?", (space,)).fetchone()
-        buckets = [json.loads(r["data"]) for r in conn.execute(
-            f"SELECT data FROM buckets WHERE space = ? AND {VISIBLE} ORDER BY seq", (space,))]
-        edges = [dict(r) for r in conn.execute(
-            "SELECT from_id, to_id, relation, confidence FROM edges WHERE space = ? ORDER BY from_id, to_id, relation",
-            (space,))]
-        export = getattr(facts_store, "export", None)
-        facts = list(export(space)) if callable(export) else []
-    if known is None and not buckets and not facts:
+        model_id, buckets, edges = brain.store.export_rows(conn, space)
+        facts = list(brain.facts.export(space))
+    if model_id is None and not buckets and not facts:
         spaces = ", ".join(brain.spaces()) or "none"
         raise NotFoundError(f"space {space!r} has nothing to export (spaces in this store: {spaces})")
     buckets = [b for b in buckets if not _suppressed(brain, b)]
@@ -156,15 +146,8 @@ def export_rows(brain, space: str) -> tuple[dict, list[dict]]:
     counts = {"buckets": len(buckets), "edges": len(edges), "facts": len(facts)}
     header = {"format": FORMAT, "version": VERSION, "space": space,
               "exported_at": datetime.now(timezone.utc).isoformat(),
-              "model_id": known["model_id"] if known is not None else None, "counts": counts}
+              "model_id": model_id, "counts": counts}
     return header, rows
-
-
-def _facts_store(brain):
-    try:
-        return brain.facts
-    except (ImportError, AttributeError):  # the facts capability is not part of this build
-        return None
 
 
 def export_space(brain, space: str, out: str | Path | IO[str], *, progress: Callable[[int], None] | None = None
@@ -433,19 +416,18 @@ def import_jsonl(brain, path: str | Path, *, space: str | None = None,
 def apply_buckets(brain, space: str, items: list[tuple[str, Bucket]], report: ImportReport,
                    progress: Callable[[int], None] | None) -> set[str]:
     """Create new ids, replace differing ones, skip identical ones; returns the ids refused as suppressed."""
-    check = getattr(brain, "_check_suppressed", None)
     allowed: list[tuple[str, Bucket]] = []
     refused: set[str] = set()
     for where, b in items:
-        if callable(check):
-            try:
-                check(b)
-            except ConflictError as exc:
-                report.refused.append(Problem(f"{where} (bucket '{b.id}')", exc.message))
-                refused.add(b.id)
-                if progress is not None:
-                    progress(1)
-                continue
+        try:
+            if b.source:
+                brain.forget.check_source(b.space, b.source)
+        except ConflictError as exc:
+            report.refused.append(Problem(f"{where} (bucket '{b.id}')", exc.message))
+            refused.add(b.id)
+            if progress is not None:
+                progress(1)
+            continue
         allowed.append((where, b))
     current = brain.store.get_many(space, [b.id for _, b in allowed]) if allowed else {}
     fresh: list[Bucket] = []
@@ -463,89 +445,18 @@ def apply_buckets(brain, space: str, items: list[tuple[str, Bucket]], report: Im
             progress(1)
     if not fresh:
         return refused
-    many = getattr(brain.store, "write_many", None)
-    if callable(many):
-        results = many(fresh, dedupe=False, progress=progress)
-    else:
-        results = []
-        for b in fresh:
-            results.append(brain.store.write(b, dedupe=False))
-            if progress is not None:
-                progress(1)
+    results = brain.store.write_many(fresh, dedupe=False, progress=progress)
     report.created += sum(1 for _, created in results if created)
     return refused
 
 
 def _apply_facts(brain, space: str, facts: list[tuple[int, dict]], report: ImportReport) -> None:
-    store = _facts_store(brain)
-    restore = getattr(store, "restore", None)
-    if not callable(restore):
-        report.problems += [Problem(f"line {n}", "this build cannot restore facts (FactsStore.restore is missing)")
-                            for n, _ in facts]
-        return
     try:
-        result = restore(space, [f for _, f in facts])
+        result = brain.facts.restore(space, [f for _, f in facts])
     except OmbreError as exc:  # e.g. a record here with other content: the buckets stay, the facts are named
         report.problems.append(Problem(f"lines {facts[0][0]}-{facts[-1][0]}", f"facts not restored: {exc.message}"))
         return
     report.facts += int(result if isinstance(result, int) else len(facts))
-
-
-# ---------------------------------------------------------------- CLI
-
-
-def _progress_bar(total: int, desc: str):
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="row", file=sys.stderr, disable=None, leave=False)
-
-
-def cmd_export(args) -> int:
-    from ..brain import Brain
-
-    with Brain.open(args.data, args.config) as brain:
-        header, rows = export_rows(brain, args.space)
-        bar = _progress_bar(len(rows), "export")
-        try:
-            write_export(header, rows, args.out, progress=bar.update)
-        finally:
-            bar.close()
-    c = header["counts"]
-    print(f"exported space {args.space}: {c['buckets']} buckets, {c['edges']} edges, {c['facts']} facts -> "
-          f"{args.out}", file=sys.stderr if str(args.out) == "-" else sys.stdout)
-    return 0
-
-
-def _count_rows(path: Path, fmt: str) -> int:
-    try:
-        if fmt == "ombre-md":
-            return sum(1 for p in path.rglob("*.md")) if path.is_dir() else 0
-        with path.open("rb") as f:
-            return max(0, sum(1 for _ in f) - 1)
-    except OSError:
-        return 0
-
-
-def cmd_import(args) -> int:
-    from ..brain import Brain
-
-    fmt = getattr(args, "from_format", "jsonl") or "jsonl"
-    if fmt == "ombre-md" and not args.space:
-        raise ValidationError("--space is required with --from ombre-md (the space to migrate into)")
-    path = Path(args.path)
-    with Brain.open(args.data, args.config) as brain:
-        bar = _progress_bar(_count_rows(path, fmt), "import")
-        try:
-            if fmt == "ombre-md":
-                from .ombre_md import import_ombre_md
-
-                report = import_ombre_md(brain, path, space=args.space, progress=bar.update)
-            else:
-                report = import_jsonl(brain, path, space=args.space, progress=bar.update)
-        finally:
-            bar.close()
-    print(report.summary())
-    return 0 if report.ok else 1
 
 
 __all__ = [

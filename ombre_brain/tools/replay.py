@@ -13,9 +13,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..buckets import parse_time, relative_time
-from ..config import deep_merge, load_config, load_yaml_text
+from ..brain import Brain
+from ..buckets import split_sentences
+from ..config import load_config
+from ..config_yaml import deep_merge, load_yaml_text
 from ..errors import ConfigError, ValidationError
+from ..timeutil import parse_time, relative_time
 
 EXPECT_KEYS = ("include", "exclude", "injected", "not_injected", "shapes", "present_sections", "absent_sections",
                "order", "plan", "rendered_contains", "rendered_excludes", "no_forged_headings")
@@ -95,15 +98,13 @@ def _config_for(scenario: dict, overlay: Any) -> Any:
 
 
 def run_scenario(path: str | Path, *, config: Any = None, data_dir: str | Path | None = None) -> ReplayResult:
-    from ..brain import Brain
-
     sc = load_scenario(path)
     cfg = _config_for(sc, config)
     start = parse_time(str(sc["start"]), "start")
     default_space = sc.get("space") or cfg.server.default_space
     with tempfile.TemporaryDirectory(prefix="ombre-replay-") as tmp:
         with Brain.open(data_dir or tmp, cfg) as brain:
-            _seed(brain, sc, start, default_space, path)
+            seed_scenario(brain, sc, start, default_space, path)
             bodies = {str(b.get("id")): str(b.get("body") or "") for b in sc.get("buckets") or []
                       if isinstance(b, Mapping)}
             results = []
@@ -121,7 +122,7 @@ def run_scenario(path: str | Path, *, config: Any = None, data_dir: str | Path |
     return ReplayResult(str(sc["name"]), str(path), results)
 
 
-def _seed(brain, sc: dict, start: datetime, default_space: str, path) -> None:
+def seed_scenario(brain, sc: dict, start: datetime, default_space: str, path) -> None:
     for i, b in enumerate(sc.get("buckets") or []):
         if not isinstance(b, Mapping):
             raise ConfigError("each bucket is a mapping of §3 fields", file=str(path), key=f"buckets.{i}")
@@ -215,8 +216,6 @@ def check_expect(turn: dict, expect: Mapping) -> list[str]:
 
 def not_injected_text_check(turn: dict, bodies: Mapping[str, str], ids) -> list[str]:
     """The stronger half of `not_injected`: no sentence of the body appears in `rendered`."""
-    from ..buckets import split_sentences
-
     out = []
     for bid in ids:
         for sent in split_sentences(bodies.get(bid, "")):

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from ..config import Budgets
 from ..recall_types import Item, SectionOut
+from ..text import WIDE
 from .render import DIRECT_SHAPES, ELLIPSIS
 
 __all__ = ["STABLE_SECTIONS", "apply_budgets", "estimate_tokens", "item_tokens", "truncate_to_tokens"]
@@ -23,12 +24,7 @@ __all__ = ["STABLE_SECTIONS", "apply_budgets", "estimate_tokens", "item_tokens",
 STABLE_SECTIONS = ("core_memory", "facts")
 """Sections with their own budgets that do not count toward ``budgets.total``."""
 
-# CJK ideographs, kana, hangul, CJK and fullwidth punctuation: about one token each.
-_CJK = (
-    "\u1100-\u11ff\u3000-\u303f\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf"
-    "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef"
-    "\U00020000-\U0002fa1f"
-)
+_CJK = WIDE  # CJK scripts and CJK/fullwidth punctuation: about one token each
 _TOKEN_RE = re.compile(
     rf"(?P<cjk>[{_CJK}])"
     rf"|(?P<word>(?:(?![{_CJK}])[^\W\d_])+(?:['’](?:(?![{_CJK}])[^\W\d_])+)*)"

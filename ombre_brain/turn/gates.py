@@ -11,10 +11,12 @@ parent, related targets). Recent Context, weather, favorites and cooldown ignore
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
+from typing import TypeVar
 
 from ..buckets import CONTEXT_ONLY_SECTIONS, Bucket, Moment
-from ..config import Config, favorite_tags
+from ..config import Config, DreamConfig, favorite_tags
 from ..recall_types import (
     GATE_NAMES,
     NOT_APPLICABLE,
@@ -25,72 +27,14 @@ from ..recall_types import (
     RuntimeGate,
     SessionState,
 )
+from ..timeutil import parse_iso
+from .reasons import PRECEDENCE, REASONS, describe
 
-REASONS: dict[str, str] = {
-    "not_applicable": "the gate does not apply to this item",
-    # skip (any long-term gate)
-    "skip_empty": "the query is empty after normalising; no long-term recall",
-    "skip_tone_only": "the query is only tone (想你, 抱抱, lol); no long-term recall",
-    "skip_skip_only": "the query is filler, a greeting or a check-in; no long-term recall",
-    "skip_vague": "a lookup cue with no topic left (还记得吗); no long-term recall",
-    # direct seed
-    "layer_never_direct": "the layer policy says direct_seed: never (weather, affect, source records)",
-    "dream_resonance_only": "a dream surfaces by resonance in its own section, never as a direct hit",
-    "core_memory_stable_only": "core memory lives only in the stable Core Memory section",
-    "archive_needs_explicit_old": "archived, resolved or digested memory needs an explicit old lookup",
-    "favorite_tag_only": "only the favorite tag matched; a favorite needs its own content to be a hit",
-    "no_topic_evidence": "no discriminative term or reliable semantic score for this bucket",
-    "weak_term_coverage": "some query terms matched, but too little of what the query asks about",
-    "context_only_match": "only a comment, affect anchor or favorite reason matched",
-    "admitted_<admission>": "a direct hit, admitted by retrieval for the named evidence (e.g. admitted_term_in_title)",
-    # topic evidence (other codes are retrieval's Admission.reason, passed through)
-    "weather_colour_only": "relationship weather colours the reply and is never topic proof",
-    # recall context
-    "beside_reliable_parent": "a context-only moment shown beside a reliable direct hit on its parent",
-    "context_only_needs_parent": "a context-only moment or feeling without a reliable direct hit on its parent",
-    "favorite_card_reason": "a favorite reason shown inside its own favorite card",
-    # related target
-    "source_record_never_injected": "source records (raw chat logs, diaries) are never injected",
-    "layer_never_diffused": "the layer policy says diffusion: never",
-    "dream_chain_only": "a dream is reachable only along a reliable chain",
-    "favorite_not_diffused": "a favorite appears as its own card, or as a direct hit; never as related memory",
-    "related_summary": "related memory along an edge, shown as a summary only",
-    # recent context
-    "explicit_recent": "the query asks about recent times (最近, lately)",
-    "reentry_after_idle": "the space's previous turn was at least recent_reentry_idle_hours ago",
-    "recent_with_topic_evidence": "a recent dynamic memory that carries topic evidence itself",
-    "recent_context_cooling": "automatic Recent Context fired in this session within its cooldown hours",
-    "recent_dynamic_only": "automatic Recent Context carries dynamic memory only",
-    "not_recent": "created and last active before the head_recent_hours window",
-    "no_trigger": "no explicit recent query, no re-entry and no topic evidence (a first turn is not re-entry)",
-    # weather
-    "weather_every_turn": "weather_interval_rounds is 0: weather shows on every turn",
-    "weather_interval": "this round is a weather round (every weather_interval_rounds rounds)",
-    "weather_interval_wait": "not a weather round yet",
-    "weather_too_old": "the weather is older than weather_max_age_hours",
-    # cooldown
-    "fresh": "not injected in this session before",
-    "skipped_recent_rounds": "injected within the last skip_recent_rounds rounds of this session",
-    "cooldown_multiplier": "injected within cooldown_hours: allowed, ranked lower by cooldown_multiplier",
-    "cooled_down": "injected before, but the cooldown has passed (or cooldown_hours is 0)",
-    "surfaced_once": "a dream surfaces once per session",
-    # favorite card
-    "favorite_request": "the user asked for a favorite memory",
-    "favorite_interval": "this round is a favorite round (every favorite_interval_rounds rounds)",
-    "favorite_not_requested": "no favorite request and no favorite round",
-}
-
+T = TypeVar("T")
 _NO_COOLDOWN = frozenset({"rare", "interval", "none", "follows_parent"})
 
 
-def describe_reason(code: str) -> str:
-    """The one-line meaning of a reason code, for debug pages."""
-    if code in REASONS:
-        return REASONS[code]
-    if code.startswith("admitted_"):
-        return f"a direct hit, admitted for {code[len('admitted_'):]}"
-    return code
-
+describe_reason = describe  # the one-line meaning of a reason code, for debug pages
 
 def _skip(plan: QueryPlan) -> GateResult | None:
     return GateResult(False, f"skip_{plan.skip_reason}") if plan.skip_reason else None
@@ -104,13 +48,7 @@ def _hours_between(earlier: datetime, later: datetime) -> float:
     return (_as_aware(later) - _as_aware(earlier)).total_seconds() / 3600
 
 
-def _parse(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+_parse = parse_iso
 
 
 def _age_hours(bucket: Bucket, now: datetime) -> float | None:
@@ -309,6 +247,111 @@ def favorite_gate(plan: QueryPlan, state: SessionState, cfg: Config) -> GateResu
     return GateResult(False, "favorite_not_requested")
 
 
+# ---------------------------------------------------------------- after the gates: caps, listing, dreams
+
+LISTED_RANK = 8
+"""A refused search candidate is listed in the TURN's ``suppressed`` when it ranked at most this high (or
+had topic evidence); the long tail stays in the debug trace, so the TURN lists only plausible misses."""
+
+RIDE_ALONG_SECTIONS = ("affect_anchor", "comment")
+"""Context-only sections shown beside a reliable direct hit on their bucket (the recall context gate)."""
+
+
+QUIET_RECENT_REASONS = frozenset({"not_recent", "no_trigger", "not_applicable"})
+"""Recent Context refusals too ordinary to list in the TURN (most of the space is neither recent nor asked for)."""
+
+
+def worth_listing(cand: Candidate, topic: GateResult) -> bool:
+    """Is a refused candidate plausible enough to name in the TURN's suppressed list?"""
+    return bool(topic.allowed) or cand.admission.admitted or cand.rank <= LISTED_RANK
+
+
+def direct_cap(kept: int, score: float, top: float, cfg: Config) -> GateResult | None:
+    """After the gates: None when a passing direct hit keeps its place, else why it is cut.
+
+    At most ``retrieval.max_direct`` hits, each at least ``retrieval.min_relative_score`` of the
+    turn's best score (``kept`` is how many better hits were already kept).
+    """
+    if kept >= cfg.retrieval.max_direct:
+        return GateResult(False, "below_max_direct")
+    if score < top * cfg.retrieval.min_relative_score:
+        return GateResult(False, "below_relative_score")
+    return None
+
+
+def recent_topic_evidence(plan: QueryPlan, bucket: Bucket) -> bool:
+    """Does a recent memory carry the query's topic itself (a term of two or more characters in its text)?"""
+    if not plan.terms or plan.skip_reason:
+        return False
+    text = bucket.evidence_text.lower()
+    return any(len(t) >= 2 and t.lower() in text for t in plan.terms)
+
+
+def ride_along(bucket: Bucket) -> list:
+    """The context-only sections that accompany a reliable direct hit on this bucket."""
+    return [s for s in bucket.sections if s.name in RIDE_ALONG_SECTIONS]
+
+
+def block_reason(gate: RuntimeGate) -> str:
+    """An item's reason for being left out: its first refusal in :data:`PRECEDENCE`."""
+    for name in PRECEDENCE:
+        g = gate.gates.get(name)
+        if g is not None and g.allowed is False:
+            return g.reason
+    return gate.reason or "not_selected"
+
+
+def allowed_reason(gate: RuntimeGate) -> str:
+    """An item's reason for being shown: its first allowance in :data:`PRECEDENCE`, else its first verdict."""
+    for name in PRECEDENCE:
+        g = gate.gates.get(name)
+        if g is not None and g.allowed:
+            return g.reason
+    for name in PRECEDENCE:
+        g = gate.gates.get(name)
+        if g is not None and g.reason != "not_applicable":
+            return g.reason
+    return "selected"
+
+
+def dream_gate(score: float, *, young: bool, cooled: bool, cfg: DreamConfig) -> GateResult:
+    """May a latent dream surface this turn on its resonance ``score``? (A winner still has to be claimed.)"""
+    if young:
+        return GateResult(False, "dream_too_young")
+    if cooled:
+        return GateResult(False, "dream_cooldown")
+    if score >= cfg.surface_threshold:
+        return GateResult(True, "dream_resonance")
+    return GateResult(False, "dream_below_threshold")
+
+
+def dream_near_miss(score: float, gate: GateResult, cfg: DreamConfig) -> bool:
+    """A ready dream that came close (between ``attempt_threshold`` and ``surface_threshold``): one attempt spent."""
+    return gate.reason == "dream_below_threshold" and cfg.attempt_threshold <= score < cfg.surface_threshold
+
+
+def surface_one_dream(ranked: Sequence[T], *, fits: Callable[[T], bool], claim: Callable[[T], bool]
+                      ) -> tuple[T | None, dict[int, GateResult]]:
+    """Pick at most one dream among those whose gate allowed them, best first.
+
+    ``fits`` says a dream fits its section's budget whole (a dream is never cut); ``claim`` tries
+    to win it (one turn in the whole space does). Returns the winner and, by position in
+    ``ranked``, why each other one stays latent.
+    """
+    winner: T | None = None
+    why: dict[int, GateResult] = {}
+    for i, d in enumerate(ranked):
+        if winner is not None:
+            why[i] = GateResult(False, "dream_one_per_turn")
+        elif not fits(d):
+            why[i] = GateResult(False, "dream_over_budget")
+        elif claim(d):
+            winner = d
+        else:
+            why[i] = GateResult(False, "dream_claimed_elsewhere")
+    return winner, why
+
+
 def build_runtime_gate(*, decision: str = "suppressed", section: str | None = None, reason: str = "",
                        **results: GateResult | None) -> RuntimeGate:
     """A RuntimeGate with the given gate results; every other gate says not_applicable."""
@@ -325,7 +368,9 @@ def build_runtime_gate(*, decision: str = "suppressed", section: str | None = No
 
 
 __all__ = [
-    "REASONS", "build_runtime_gate", "cooldown_gate", "describe_reason", "direct_seed_gate", "favorite_gate",
-    "recall_context_gate", "recent_context_gate", "recent_trigger", "related_target_gate", "topic_evidence_gate",
-    "weather_gate",
+    "LISTED_RANK", "QUIET_RECENT_REASONS", "REASONS", "RIDE_ALONG_SECTIONS", "allowed_reason", "block_reason",
+    "build_runtime_gate", "cooldown_gate", "describe_reason", "direct_cap", "direct_seed_gate", "dream_gate",
+    "dream_near_miss", "favorite_gate", "recall_context_gate", "recent_context_gate", "recent_topic_evidence",
+    "recent_trigger", "related_target_gate", "ride_along", "surface_one_dream", "topic_evidence_gate", "weather_gate",
+    "worth_listing",
 ]

@@ -20,6 +20,7 @@ from typing import Any
 from ..buckets import CONTEXT_ONLY_SECTIONS, Bucket, Moment, Section, parse_sections
 from ..config import RenderConfig
 from ..recall_types import PathStep, QueryPlan, SectionOut
+from ..text import has_wide
 
 __all__ = [
     "DIRECT_SHAPES", "choose_shape", "first_clause", "quote_block", "render_capsule", "render_chain_bundle",
@@ -35,7 +36,6 @@ ELLIPSIS = "…"
 _SENTENCE_END_RE = re.compile(r"[。！？!?；;…]+[」』”’\"')）]*|\.(?=\s)|\n")
 # A clause ends at a comma, colon or sentence end ("10:30" and "3.5" are not clause ends).
 _CLAUSE_END_RE = re.compile(r"[，,;；：。！？!?…\n]|:(?!\d)|\.(?=\s|$)")
-_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]")
 
 
 def _rc(cfg: Any) -> RenderConfig:
@@ -55,7 +55,7 @@ def _one_line(text: str) -> str:
 
 
 def _sep(*texts: str) -> str:
-    return "：" if any(_CJK_RE.search(t) for t in texts) else ": "
+    return "：" if any(has_wide(t) for t in texts) else ": "
 
 
 def first_clause(text: str) -> str:

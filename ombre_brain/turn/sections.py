@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .budget import apply_budgets, estimate_tokens
+from ..config import Config
 from ..recall_types import Item, QueryPlan, SectionOut, SessionState, Suppressed
+from .budget import apply_budgets, estimate_tokens
 from .render import render_markdown
 
 STABLE_ORDER = ("core_memory", "facts")
@@ -83,9 +84,8 @@ def _note(text: str, key: str) -> Item:
     return Item(None, None, "note", text, None, None, None, rank_score=1e9, extra={"note": key})
 
 
-def assemble(brain, *, plan: QueryPlan, state: SessionState, query: str, core: list[Item], facts: list[Item],
+def assemble(cfg: Config, *, plan: QueryPlan, state: SessionState, query: str, core: list[Item], facts: list[Item],
              items: dict[str, list[Item]], suppressed: list[Suppressed], unknown: bool, timings: dict) -> Turn:
-    cfg = brain.config
     gw = cfg.gateway
     title = {k: v.format(ai_name=cfg.identity.ai_name) for k, v in TITLES.items()}
     dyn: dict[str, list[Item]] = {k: list(items.get(k, [])) for k in DYNAMIC_ORDER}

@@ -1,0 +1,124 @@
+"""The `ombre-brain` argument parser: every command, its flags and its handler, declared once."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import background, recall, serve, store
+
+
+def _common(p: argparse.ArgumentParser, data: bool = True) -> None:
+    if data:
+        p.add_argument("--data", default="./ombre-data", help="data directory (default ./ombre-data)")
+    p.add_argument("--config", default=None, help="YAML overlay merged over config/default.yaml")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="ombre-brain", description="Layered, explainable memory for companion bots.")
+    ap.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("serve", help="serve the HTTP API, proxy and debug UI")
+    _common(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--threads", type=int, default=8)
+    p.set_defaults(func=serve.cmd_serve)
+
+    p = sub.add_parser("demo", help="seed the demo persona and serve it")
+    _common(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--threads", type=int, default=8)
+    p.set_defaults(func=serve.cmd_demo)
+
+    p = sub.add_parser("replay", help="run scenario files (DESIGN §11) and check their expectations")
+    _common(p, data=False)
+    p.add_argument("files", nargs="+", help="scenario YAML files or folders of them")
+    p.add_argument("--json", action="store_true", help="print the output object instead of checking")
+    p.set_defaults(func=recall.cmd_replay)
+
+    p = sub.add_parser("config", help="config tools")
+    csub = p.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
+    pc = csub.add_parser("check", help="print the merged config, or name what is wrong with it")
+    pc.add_argument("file", nargs="?", help="YAML overlay to check (default: only config/default.yaml)")
+    pc.set_defaults(func=recall.cmd_config_check)
+
+    p = sub.add_parser("reindex", help="re-embed a space with the configured embedding model")
+    _common(p)
+    p.add_argument("--space", required=True)
+    p.set_defaults(func=store.cmd_reindex)
+
+    p = sub.add_parser("bench", help="measure write throughput and turn latency against their floors")
+    _common(p, data=False)
+    p.add_argument("--buckets", type=int, default=1000)
+    p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--write", action="store_true", help="only the write benchmark")
+    p.add_argument("--turns", action="store_true", help="only the turn benchmark")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--keep", metavar="DIR", help="build the store in DIR and keep it; a later run with the same DIR, "
+                   "size and seed reuses it and measures turns only")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--plot", metavar="PNG", help="draw turn p95 against store size from earlier --json results "
+                   "(given as RESULTS) instead of running")
+    p.add_argument("results", nargs="*", metavar="RESULTS", help="bench --json output files, with --plot")
+    p.set_defaults(func=recall.cmd_bench)
+
+    p = sub.add_parser("eval", help="retrieval evaluation (LoCoMo, Chinese companion set)")
+    esub = p.add_subparsers(dest="eval_command", required=True, metavar="SET")
+    pe = esub.add_parser("locomo", help="turn-level recall@k on LoCoMo conversations")
+    _common(pe, data=False)
+    pe.add_argument("--data", required=True, help="folder of LoCoMo *.json conversations")
+    pe.add_argument("--k", default="5,10,25,50")
+    pe.add_argument("--json", action="store_true")
+    pe.set_defaults(func=recall.cmd_eval_locomo)
+    pe = esub.add_parser("recall", help="hit@k and MRR on a memories-and-queries YAML")
+    _common(pe, data=False)
+    pe.add_argument("--data", required=True, help="the YAML file")
+    pe.add_argument("--json", action="store_true")
+    pe.set_defaults(func=recall.cmd_eval_recall)
+
+    p = sub.add_parser("export", help="write a space as portable JSONL")
+    _common(p)
+    p.add_argument("--space", required=True)
+    p.add_argument("out")
+    p.set_defaults(func=store.cmd_export)
+
+    p = sub.add_parser("import", help="restore a JSONL export, or migrate Ombre-Brain markdown buckets")
+    _common(p)
+    p.add_argument("path")
+    p.add_argument("--from", dest="from_format", choices=["jsonl", "ombre-md"], default="jsonl")
+    p.add_argument("--space", default=None, help="target space (required for ombre-md; overrides the export's)")
+    p.set_defaults(func=store.cmd_import)
+
+    p = sub.add_parser("purge", help="forget buckets, a source or a whole space, with a signed receipt")
+    _common(p)
+    p.add_argument("--space", required=True)
+    p.add_argument("--bucket", action="append", dest="bucket_ids", default=None)
+    p.add_argument("--source", default=None)
+    p.add_argument("--whole-space", action="store_true")
+    p.set_defaults(func=store.cmd_purge)
+
+    p = sub.add_parser("verify-receipt", help="verify a purge receipt file")
+    _common(p)  # --data: a receipt signed with the data directory's local key is verified with it
+    p.add_argument("file")
+    p.set_defaults(func=store.cmd_verify_receipt)
+
+    p = sub.add_parser("dream", help="the dream engine")
+    dsub = p.add_subparsers(dest="dream_command", required=True, metavar="SUBCOMMAND")
+    pd = dsub.add_parser("run", help="compose a dream from recent material")
+    _common(pd)
+    pd.add_argument("--space", required=True)
+    pd.add_argument("--now", default=None)
+    pd.set_defaults(func=background.cmd_dream_run)
+
+    p = sub.add_parser("jobs", help="list and retry post-exchange memory-writing jobs")
+    _common(p)
+    p.add_argument("--retry", action="append", default=None, help="job id to retry (or 'dead' for all dead-lettered)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=background.cmd_jobs)
+
+    p = sub.add_parser("doctor", help="check Chroma, the lexical index and the ledger agree; repair")
+    _common(p)
+    p.set_defaults(func=store.cmd_doctor)
+    return ap

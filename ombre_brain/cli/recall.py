@@ -1,0 +1,95 @@
+"""Recall quality and speed: `replay`, `eval`, `bench`, and `config check`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from ..config import load_config
+from ..errors import ValidationError
+from ..tools.bench import format_bench, plot_turn_p95, run_bench
+from ..tools.evaluate import eval_locomo, eval_recall, format_locomo, format_recall
+from ..tools.replay import run_scenario
+from .common import print_json
+
+
+def cmd_config_check(args) -> int:
+    cfg = load_config(*(f for f in (args.file,) if f))
+    print(yaml.safe_dump(cfg.to_dict(), allow_unicode=True, sort_keys=False), end="")
+    print(f"# ok: config version {cfg.version}", file=sys.stderr)
+    return 0
+
+
+def cmd_replay(args) -> int:
+    paths: list[Path] = []
+    for f in args.files:
+        p = Path(f)
+        paths.extend(sorted(p.glob("*.yaml")) if p.is_dir() else [p])
+    results = [run_scenario(p, config=args.config) for p in paths]
+    if args.json:
+        out = [r.to_dict() for r in results]
+        print_json(out[0] if len(out) == 1 else out)
+        return 0
+    for r in results:
+        print(r.report())
+    failed = sum(not r.ok for r in results)
+    print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def _parse_ks(text: str) -> list[int]:
+    try:
+        ks = sorted({int(k) for k in str(text).split(",") if k.strip()})
+    except ValueError:
+        raise ValidationError(f"expected comma-separated integers like 5,10,25,50, got {text!r}", field="--k") from None
+    if not ks or ks[0] < 1:
+        raise ValidationError(f"expected positive integers, got {text!r}", field="--k")
+    return ks
+
+
+def cmd_eval_locomo(args) -> int:
+    res = eval_locomo(args.data, _parse_ks(args.k), config=args.config)
+    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_locomo(res))
+    return 0
+
+
+def cmd_eval_recall(args) -> int:
+    if not Path(args.data).is_file():
+        raise ValidationError(f"no such file: {args.data}", field="data")
+    res = eval_recall(args.data, config=args.config)
+    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_recall(res))
+    return 0
+
+
+def cmd_bench(args) -> int:
+    if args.plot:
+        return _plot(args.plot, args.results)
+    if args.results:
+        raise ValidationError("result files are read only with --plot PNG")
+    write = args.write or not args.turns
+    turns = args.turns or not args.write
+    res = run_bench(args.buckets, args.queries, seed=args.seed, write=write, turns=turns, config=args.config,
+                    data_dir=args.keep)
+    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_bench(res))
+    return 0
+
+
+def _plot(out: str, files: list[str]) -> int:
+    if not files:
+        raise ValidationError("--plot needs the --json outputs of earlier bench runs to draw, e.g. "
+                              "ombre-brain bench --plot p95.png 1k.json 10k.json")
+    results = []
+    for f in files:
+        try:
+            r = json.loads(Path(f).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ValidationError(f"cannot read bench results from {f}: {exc}") from exc
+        if not isinstance(r, dict) or not isinstance(r.get("turn_ms"), dict) or "buckets" not in r:
+            raise ValidationError(f"{f} is not the --json output of a bench run that measured turns")
+        results.append(r)
+    plot_turn_p95(results, out)
+    print(f"wrote {out} from {len(results)} runs")
+    return 0

@@ -1,0 +1,79 @@
+"""`serve` and `demo`: the HTTP API, the proxy and the debug UI on waitress."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..brain import Brain
+from ..config import load_config
+from ..config_yaml import load_yaml_text
+from ..errors import ConfigError
+from ..server.app import create_app
+from ..tools.replay import seed_scenario
+from .common import open_brain
+
+DEMO_PERSONA = Path(__file__).resolve().parent.parent / "demo" / "persona.yaml"
+
+
+def _check_bind(host: str, brain: Brain) -> None:
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if loopback:
+        return
+    tokens = brain.config.server.tokens
+    has_token = bool(os.environ.get("OMBRE_TOKEN")) or any(os.environ.get(r.token_env) for r in tokens)
+    if not has_token:
+        raise ConfigError(f"refusing to bind {host} (not loopback) without a token: set OMBRE_TOKEN or server.tokens")
+
+
+def serve(brain: Brain, host: str, port: int, threads: int = 8) -> None:
+    from waitress import create_server
+
+    _check_bind(host, brain)
+    app = create_app(brain)
+    server = create_server(app, host=host, port=port, threads=threads, asyncore_use_poll=True,
+                           max_request_body_size=brain.config.server.max_body_bytes + 1024)
+    brain.gateway.start_worker()
+    print(f"Ombre Brain serving on http://{host}:{server.effective_port}  (debug UI: /debug/)", flush=True)
+    try:
+        server.run()
+    finally:
+        brain.close()
+
+
+def cmd_serve(args) -> int:
+    serve(open_brain(args), args.host, args.port, args.threads)
+    return 0
+
+
+def seed_persona(brain: Brain, path: Path = DEMO_PERSONA) -> tuple[str, int]:
+    """Write the demo persona (idempotent: only an empty space is seeded)."""
+    data = load_yaml_text(path.read_text(encoding="utf-8"))
+    space = data.get("space", "haven:xiaoyu")
+    if brain.store.count(space) == 0:
+        seed_scenario(brain, data, datetime.now(timezone.utc), space, path)
+    return space, brain.store.count(space)
+
+
+def cmd_demo(args) -> int:
+    persona = load_yaml_text(DEMO_PERSONA.read_text(encoding="utf-8"))
+    cfg = load_config({"identity": persona.get("identity", {}), "server": {"default_space": persona.get("space")}},
+                      args.config)
+    brain = Brain.open(args.data, cfg)
+    space, n = seed_persona(brain)
+    base = f"http://{args.host}:{args.port}"
+    print(f"Seeded demo persona: {n} buckets in space {space} (data: {args.data})")
+    print("Try:")
+    print(f"  curl -s {base}/v1/inject -H 'Content-Type: application/json' "
+          f"-d '{{\"space\": \"{space}\", \"session_id\": \"demo\", \"query\": \"还记得我们去海边那次吗\"}}'")
+    print(f"  curl -s {base}/v1/chat/completions -H 'Content-Type: application/json' -H 'X-Ombre-Space: {space}' "
+          "-d '{\"model\": \"demo\", \"messages\": "
+          "[{\"role\": \"user\", \"content\": \"还记得我们去海边那次吗\"}]}'")
+    print(f"  open {base}/debug/")
+    serve(brain, args.host, args.port, args.threads)
+    return 0

@@ -1,0 +1,211 @@
+"""Reading config YAML: the loader, deep merge, and typing raw values into the option dataclasses.
+
+Generic over dataclasses, so :mod:`ombre_brain.config` declares each option once and this module
+turns YAML into those frozen objects, naming the dotted key of anything wrong. Pure apart from
+reading the files it is given.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import re
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from .errors import ConfigError
+
+
+def deep_merge(base: Any, over: Any) -> Any:
+    """Mappings merge key by key; anything else (lists included) is replaced."""
+    if isinstance(base, Mapping) and isinstance(over, Mapping):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = deep_merge(base[k], v) if k in base else copy.deepcopy(v)
+        return out
+    return copy.deepcopy(over)
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.2 booleans: only true/false, so cue words like `no`, `on` and `yes` stay words."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+def load_yaml_text(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("file not found", file=str(path)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    try:
+        data = load_yaml_text(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"invalid YAML{where}: {problem}", file=str(path)) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"expected a mapping at the top level, got {type(data).__name__}", file=str(path))
+    return data
+
+
+def _origin_of(key: str, layers: list[tuple[str, dict]]) -> str:
+    """The last file that set a dotted key (or its deepest present parent), so errors name their source."""
+    parts = key.split(".")
+
+    def has(data: Any, path: list[str]) -> bool:
+        node = data
+        for p in path:
+            if isinstance(node, Mapping) and p in node:
+                node = node[p]
+            elif isinstance(node, list | tuple) and p.isdigit() and int(p) < len(node):
+                node = node[int(p)]
+            else:
+                return False
+        return True
+
+    for depth in range(len(parts), 0, -1):
+        found = [name for name, data in layers if has(data, parts[:depth])]
+        if found:
+            return found[-1]
+    return layers[0][0] if layers else "<config>"
+
+
+class _Invalid(Exception):
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.message = message
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if tp is str:
+        return "a string"
+    if tp is bool:
+        return "true or false"
+    if tp is int:
+        return "an integer"
+    if tp is float:
+        return "a number"
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (tuple, list):
+        return "a list"
+    if origin is dict:
+        return "a mapping"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) if a is not type(None) else "null" for a in typing.get_args(tp))
+    return str(tp)
+
+
+def _convert(tp: Any, value: Any, key: str, meta: Mapping | None = None) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _convert(a, value, key, meta)
+            except _Invalid as exc:
+                errors.append(exc)
+        raise _Invalid(key, f"expected {_type_name(tp)}, got {_show(value)}")
+    if origin is Literal:
+        if value not in args:
+            raise _Invalid(key, f"expected {_type_name(tp)}, got {_show(value)}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise _Invalid(key, f"expected a mapping, got {_show(value)}")
+        return _build(tp, value, key)
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise _Invalid(key, f"expected a mapping, got {_show(value)}")
+        kt, vt = args
+        return {str(k): _convert(vt, v, f"{key}.{k}") for k, v in value.items()}
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise _Invalid(key, f"expected a list, got {_show(value)}")
+        item_t = args[0]
+        return tuple(_convert(item_t, v, f"{key}.{i}") for i, v in enumerate(value))
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise _Invalid(key, f"expected true or false, got {_show(value)}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _Invalid(key, f"expected an integer, got {_show(value)}")
+        _check_range(value, key, meta)
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _Invalid(key, f"expected a number, got {_show(value)}")
+        _check_range(float(value), key, meta)
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise _Invalid(key, f"expected a string, got {_show(value)}")
+        return value
+    raise _Invalid(key, f"unsupported type {tp}")
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}" if not isinstance(value, dict | list) else text
+
+
+def _check_range(value: float, key: str, meta: Mapping | None) -> None:
+    if not meta:
+        return
+    lo, hi = meta.get("min"), meta.get("max")
+    if lo is not None and value < lo or hi is not None and value > hi:
+        raise _Invalid(key, f"expected a value between {lo} and {hi}, got {value}")
+
+
+def _build(cls: type, data: Mapping, prefix: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name: f for f in dataclasses.fields(cls) if f.name not in ("raw", "version")}
+    for k in data:
+        if k not in names:
+            known = ", ".join(sorted(names))
+            raise _Invalid(_join(prefix, str(k)), f"unknown key (known keys here: {known})")
+    kwargs = {}
+    for name, f in names.items():
+        if name in data:
+            kwargs[name] = _convert(hints[name], data[name], _join(prefix, name), f.metadata)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise _Invalid(_join(prefix, name), "is required")
+    return cls(**kwargs)
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key

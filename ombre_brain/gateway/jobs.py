@@ -1,0 +1,160 @@
+"""The ledger's job table: exchanges waiting to become memory, claimed once, retried, dead-lettered.
+
+Usable without a Brain (the ``jobs`` command reads it directly). A job's payload holds the chat
+text memory is written from; forgetting empties it (:meth:`JobTable.forget_exchanges`).
+Job states: pending -> running -> done; running -> failed (retried after backoff) -> ... -> dead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable
+from datetime import datetime, timezone
+
+from ..errors import NotFoundError, ValidationError
+from ..store.ledger import Ledger
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,               -- sha256 of the canonical exchange
+    space TEXT NOT NULL,
+    session TEXT NOT NULL,
+    payload TEXT NOT NULL,             -- {user, assistant, model, at}
+    state TEXT NOT NULL,               -- pending | running | done | failed | dead
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_at REAL NOT NULL,             -- unix time the job is next due
+    last_error TEXT,
+    created TEXT NOT NULL,
+    updated TEXT NOT NULL,
+    result TEXT                        -- {bucket_ids, noise, extractor} once done
+);
+CREATE INDEX IF NOT EXISTS jobs_due ON jobs(state, next_at);
+CREATE INDEX IF NOT EXISTS jobs_space ON jobs(space);
+"""
+STATES = ("pending", "running", "done", "failed", "dead")
+
+
+def _iso(t: float | None = None) -> str:
+    return datetime.fromtimestamp(time.time() if t is None else t, timezone.utc).isoformat(timespec="seconds")
+
+
+
+class JobTable:
+    """The `jobs` rows in the ledger; usable without a Brain (the `jobs` command)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        ledger.ensure_schema("jobs", SCHEMA)
+
+    def insert(self, job_id: str, space: str, session: str, payload: dict) -> bool:
+        """INSERT OR IGNORE: True when the job is new, False for a replayed exchange."""
+        now = _iso()
+        with self.ledger.tx() as c:
+            cur = c.execute("INSERT OR IGNORE INTO jobs(id, space, session, payload, state, attempts, next_at, "
+                            "created, updated) VALUES (?,?,?,?, 'pending', 0, ?, ?, ?)",
+                            (job_id, space, session, json.dumps(payload, ensure_ascii=False), time.time(), now, now))
+            return cur.rowcount == 1
+
+    def get(self, job_id: str) -> dict | None:
+        row = self.ledger.one("SELECT * FROM jobs WHERE id = ?", (job_id,))
+        return _row(row) if row else None
+
+    def due(self, limit: int = 10) -> list[str]:
+        return [r["id"] for r in self.ledger.query(
+            "SELECT id FROM jobs WHERE state IN ('pending', 'failed') AND next_at <= ? ORDER BY next_at, created "
+            "LIMIT ?", (time.time(), limit))]
+
+    def claim(self, job_id: str) -> dict | None:
+        """Mark a due job running and count the attempt; None if another worker got it first."""
+        with self.ledger.tx() as c:
+            cur = c.execute("UPDATE jobs SET state = 'running', attempts = attempts + 1, updated = ? "
+                            "WHERE id = ? AND state IN ('pending', 'failed')", (_iso(), job_id))
+            if cur.rowcount != 1:
+                return None
+            return _row(c.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
+
+    def finish(self, job_id: str, result: dict) -> None:
+        with self.ledger.tx() as c:
+            c.execute("UPDATE jobs SET state = 'done', result = ?, last_error = NULL, updated = ? WHERE id = ?",
+                      (json.dumps(result, ensure_ascii=False), _iso(), job_id))
+
+    def fail(self, job_id: str, attempts: int, error: str, max_attempts: int, backoff_s: float) -> str:
+        """Back off (backoff_s, 2x, 4x, ...) or dead-letter after max_attempts; returns the new state."""
+        state = "dead" if attempts >= max_attempts else "failed"
+        next_at = time.time() + backoff_s * 2 ** max(attempts - 1, 0)
+        with self.ledger.tx() as c:
+            c.execute("UPDATE jobs SET state = ?, next_at = ?, last_error = ?, updated = ? WHERE id = ?",
+                      (state, next_at, error[:1000], _iso(), job_id))
+        return state
+
+    def recover(self, max_attempts: int) -> int:
+        """Jobs left running by a crashed process: retry them, or dead-letter those out of attempts."""
+        note = "interrupted: the process stopped while this job was running"
+        with self.ledger.tx() as c:
+            n = c.execute("UPDATE jobs SET state = 'dead', last_error = ?, updated = ? "
+                          "WHERE state = 'running' AND attempts >= ?", (note, _iso(), max_attempts)).rowcount
+            n += c.execute("UPDATE jobs SET state = 'pending', next_at = ?, last_error = ?, updated = ? "
+                           "WHERE state = 'running'", (time.time(), note, _iso())).rowcount
+        return n
+
+    def retry(self, target: str) -> list[str]:
+        """Reset jobs to pending with fresh attempts: one id (or unique prefix), 'dead' or 'failed'."""
+        with self.ledger.tx() as c:
+            if target in ("dead", "failed"):
+                ids = [r["id"] for r in c.execute("SELECT id FROM jobs WHERE state = ?", (target,))]
+            else:
+                if not re.fullmatch(r"[0-9a-fA-F]{4,64}", target):
+                    raise ValidationError(f"expected a job id (at least 4 hex digits), 'dead' or 'failed', got "
+                                          f"{target[:40]!r}", field="retry")
+                ids = [r["id"] for r in c.execute("SELECT id FROM jobs WHERE id LIKE ? LIMIT 2",
+                                                  (target.lower() + "%",))]
+                if not ids:
+                    raise NotFoundError(f"no job {target!r}; `ombre-brain jobs` lists them")
+                if len(ids) > 1:
+                    raise ValidationError(f"job id prefix {target!r} is ambiguous; give more of the id", field="retry")
+                row = c.execute("SELECT state FROM jobs WHERE id = ?", (ids[0],)).fetchone()
+                if row["state"] == "running":
+                    raise ValidationError(f"job {ids[0][:16]} is running now", field="retry")
+            for jid in ids:
+                c.execute("UPDATE jobs SET state = 'pending', attempts = 0, next_at = ?, updated = ? WHERE id = ?",
+                          (time.time(), _iso(), jid))
+        return ids
+
+    def counts(self) -> dict[str, int]:
+        got = {r["state"]: r["n"] for r in self.ledger.query("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")}
+        return {s: got.get(s, 0) for s in STATES}
+
+    def list(self, states: Iterable[str] = ("pending", "running", "failed", "dead"), limit: int = 100) -> list[dict]:
+        states = tuple(states)
+        marks = ",".join("?" * len(states))
+        return [_row(r) for r in self.ledger.query(
+            f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY created DESC LIMIT ?", (*states, limit))]
+
+    def forget_space(self, space: str) -> int:
+        with self.ledger.tx() as c:
+            return c.execute("DELETE FROM jobs WHERE space = ?", (space,)).rowcount
+
+    def forget_exchanges(self, space: str, exchange_ids: Iterable[str]) -> int:
+        """Empty the jobs of forgotten exchanges and mark them done.
+
+        The row stays, emptied, so replaying the same exchange stays a no-op instead of queueing
+        the forgotten text again.
+        """
+        ids = list(exchange_ids)
+        n = 0
+        with self.ledger.tx() as c:
+            for i in range(0, len(ids), 400):
+                chunk = ids[i:i + 400]
+                marks = ",".join("?" * len(chunk))
+                n += c.execute(f"UPDATE jobs SET payload = '{{}}', result = NULL, last_error = NULL, state = 'done' "
+                               f"WHERE space = ? AND id IN ({marks})", (space, *chunk)).rowcount
+        return n
+
+
+def _row(row) -> dict:
+    d = dict(row)
+    d["payload"] = json.loads(d["payload"])
+    d["result"] = json.loads(d["result"]) if d.get("result") else None
+    return d

@@ -1,0 +1,150 @@
+"""The store checking itself: are the ledger, Chroma and the lexical index in agreement? (doctor, reindex)
+
+The ledger is the record of truth. Opening a store already rolls half-finished writes forward
+and finishes half-done deletes (``reconcile``); these methods compare the three stores space by
+space and repair what they find: re-add moments Chroma lost or holds with stale text, delete what
+Chroma holds that the ledger does not know, rebuild missing moment rows, drop dangling edges and
+orphan collections, rebuild the lexical index. Mixed into :class:`BucketStore`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from ..buckets import Bucket, bucket_from_stored, build_moments, moment_text_hash
+
+ISSUES = ("unfinished", "missing_in_chroma", "orphans_in_chroma", "stale_in_chroma", "buckets_without_moments",
+          "orphan_moment_rows", "dangling_edges", "missing_in_lexical", "extra_in_lexical")
+DOC_CHUNK = 500
+
+
+def _bucket_of(moment_id: str) -> str:
+    return moment_id.rsplit("#", 1)[0]
+
+
+class ConsistencyMixin:
+    """Checks and repairs; needs the BucketStore's ledger, chroma, lexical index and embedder."""
+
+    def reindex(self, space: str) -> dict:
+        """Re-embed every bucket of a space with the configured model (after a model change)."""
+        rows = self.ledger.query("SELECT data FROM buckets WHERE space = ? AND state = 'committed'", (space,))
+        self.chroma.drop_space(space)
+        with self.ledger.tx() as c:
+            c.execute("UPDATE spaces SET model_id = ?, dimension = ? WHERE space = ?",
+                      (self.embedder.model_id, self.embedder.dimension, space))
+        self._checked_spaces.discard(space)
+        n = 0
+        buckets = [bucket_from_stored(json.loads(r["data"])) for r in rows]
+        for i in range(0, len(buckets), 64):
+            n += self._reembed(buckets[i:i + 64])
+        return {"space": space, "buckets": len(rows), "moments": n, "model_id": self.embedder.model_id}
+
+    def _reembed(self, buckets: Sequence[Bucket]) -> int:
+        """Put the ledger's moments of these buckets into Chroma again, embedded in one batch."""
+        moments = [(b, m) for b in buckets for m in self.moments(b.space, b.id)]
+        if not moments:
+            return 0
+        vectors = self.embedder.passages([m.text for _, m in moments])
+        for b in buckets:
+            idx = [i for i, (bb, _) in enumerate(moments) if bb.id == b.id]
+            if idx:
+                self._chroma_put(b, [moments[i][1] for i in idx], vectors[idx])
+        return len(moments)
+
+    def check_space(self, space: str) -> dict:
+        """Compare the ledger, Chroma and the lexical index for one space; read-only."""
+        states = {r["id"]: r["state"] for r in self.ledger.query("SELECT id, state FROM buckets WHERE space = ?",
+                                                                 (space,))}
+        committed = {b for b, s in states.items() if s == "committed"}
+        rows = self.ledger.query("SELECT id, bucket_id, text FROM moments WHERE space = ?", (space,))
+        ledger_text = {r["id"]: r["text"] for r in rows if r["bucket_id"] in committed}
+        with_moments = {r["bucket_id"] for r in rows}
+        chroma_ids = set(self.chroma.all_ids(space))
+        missing = sorted(set(ledger_text) - chroma_ids)
+        without = committed - with_moments
+        # Chroma ids of unfinished buckets are the reconcile's; those of buckets whose moment rows are being
+        # rebuilt are theirs again afterwards: neither is an orphan.
+        orphans = sorted(i for i in chroma_ids - set(ledger_text)
+                         if states.get(_bucket_of(i), "committed") == "committed" and _bucket_of(i) not in without)
+        present = sorted(set(ledger_text) & chroma_ids)
+        stale = []
+        for i in range(0, len(present), DOC_CHUNK):
+            chunk = present[i:i + DOC_CHUNK]
+            hashes = self.chroma.get_text_hashes(space, chunk)
+            stale += [m for m in chunk if hashes.get(m) != moment_text_hash(ledger_text[m])]
+        lex = self.lexical(space)
+        edges = self.ledger.query("SELECT from_id, to_id, relation FROM edges WHERE space = ?", (space,))
+        return {
+            "buckets": len(committed),
+            "moments": len(ledger_text),
+            "chroma_moments": len(chroma_ids),
+            "unfinished": sorted(b for b, s in states.items() if s != "committed"),
+            "missing_in_chroma": missing,
+            "orphans_in_chroma": orphans,
+            "stale_in_chroma": sorted(stale),
+            "buckets_without_moments": sorted(without),
+            "orphan_moment_rows": sorted(r["id"] for r in rows if r["bucket_id"] not in states),
+            "dangling_edges": [(e["from_id"], e["to_id"], e["relation"]) for e in edges
+                               if e["from_id"] not in states or e["to_id"] not in states],
+            "missing_in_lexical": sorted(m for m in ledger_text if m not in lex),
+            "extra_in_lexical": sorted(set(lex.ids()) - set(ledger_text)),
+        }
+
+    def orphan_collections(self) -> list[str]:
+        """Chroma collections of this store whose space the ledger does not know."""
+        try:
+            in_chroma = set(self.chroma.list_spaces())
+        except Exception:  # listing is best effort: a server without the call is not an inconsistency
+            return []
+        return sorted(in_chroma - set(self.spaces()))
+
+    def repair_space(self, space: str, found: dict) -> list[str]:
+        """Fix what :meth:`check_space` found; returns one line per kind of repair."""
+        done: list[str] = []
+        if found["orphan_moment_rows"]:
+            ids = found["orphan_moment_rows"]
+            with self.ledger.tx() as c:
+                for i in range(0, len(ids), 900):
+                    chunk = ids[i:i + 900]
+                    c.execute(f"DELETE FROM moments WHERE space = ? AND id IN ({','.join('?' * len(chunk))})",
+                              (space, *chunk))
+            done.append(f"deleted {len(ids)} ledger moment rows whose bucket is gone")
+        if found["buckets_without_moments"]:
+            rebuilt = self.get_many(space, found["buckets_without_moments"])
+            with self.ledger.tx() as c:
+                for b in rebuilt.values():
+                    ms = build_moments(b)
+                    c.execute("DELETE FROM moments WHERE space = ? AND bucket_id = ?", (space, b.id))
+                    self._insert_moments(c, b, ms, [self.tokens(m.text) for m in ms])
+            self._reembed(list(rebuilt.values()))
+            done.append(f"rebuilt the moments of {len(rebuilt)} buckets that had none")
+        redo = {_bucket_of(m) for m in found["missing_in_chroma"] + found["stale_in_chroma"]}
+        if redo:
+            buckets = list(self.get_many(space, redo).values())
+            for i in range(0, len(buckets), 64):
+                self._reembed(buckets[i:i + 64])
+            if found["missing_in_chroma"]:
+                done.append(f"re-added {len(found['missing_in_chroma'])} moments to Chroma")
+            if found["stale_in_chroma"]:
+                done.append(f"re-embedded {len(found['stale_in_chroma'])} moments whose Chroma text was stale")
+        if found["orphans_in_chroma"]:
+            ids = found["orphans_in_chroma"]
+            for i in range(0, len(ids), 2000):
+                self.chroma.delete(space, ids[i:i + 2000])
+            done.append(f"deleted {len(ids)} orphan moments from Chroma")
+        if found["dangling_edges"]:
+            with self.ledger.tx() as c:
+                c.executemany("DELETE FROM edges WHERE space = ? AND from_id = ? AND to_id = ? AND relation = ?",
+                              [(space, *e) for e in found["dangling_edges"]])
+            done.append(f"deleted {len(found['dangling_edges'])} edges to buckets that are gone")
+        if found["missing_in_lexical"] or found["extra_in_lexical"] or done:
+            self.drop_lexical(space)
+            if found["missing_in_lexical"] or found["extra_in_lexical"]:
+                done.append(f"rebuilt the lexical index ({len(found['missing_in_lexical'])} moments missing, "
+                            f"{len(found['extra_in_lexical'])} extra)")
+        return done
+
+
+def issue_count(entry: dict) -> int:
+    return sum(len(entry[k]) for k in ISSUES)

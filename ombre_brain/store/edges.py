@@ -1,0 +1,51 @@
+"""Typed, weighted edges between buckets of one space: the paths related memory spreads along.
+
+Mixed into :class:`~ombre_brain.store.bucket_store.BucketStore`; edges live in the ledger only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timezone
+
+from ..errors import NotFoundError, ValidationError
+from ..recall_types import Edge
+
+RELATIONS = ("same_event", "context_of", "evidenced_by", "relates_to", "old_version", "conflict", "dream_ring")
+
+
+class EdgesMixin:
+    def add_edge(self, space: str, from_id: str, to_id: str, relation: str, confidence: float) -> Edge:
+        if relation not in RELATIONS:
+            raise ValidationError(f"expected one of {', '.join(RELATIONS)}, got {relation!r}", field="relation")
+        if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0 <= confidence <= 1:
+            raise ValidationError(f"expected a number between 0 and 1, got {confidence!r}", field="confidence")
+        if from_id == to_id:
+            raise ValidationError("an edge must join two different buckets", field="to_id")
+        for bid, name in ((from_id, "from_id"), (to_id, "to_id")):
+            if self.get(space, bid) is None:
+                raise NotFoundError(f"{name}: no bucket {bid!r} in space {space!r}")
+        with self.ledger.tx() as c:
+            c.execute("INSERT INTO edges(space, from_id, to_id, relation, confidence, created) VALUES (?,?,?,?,?,?) "
+                      "ON CONFLICT(space, from_id, to_id, relation) DO UPDATE SET confidence = excluded.confidence",
+                      (space, from_id, to_id, relation, float(confidence), datetime.now(timezone.utc).isoformat()))
+        return Edge(from_id, to_id, relation, float(confidence))
+
+    def edges(self, space: str, bucket_ids: Iterable[str] | None = None) -> list[Edge]:
+        """Every edge of the space, or those touching the given buckets, in a stable order."""
+        if bucket_ids is None:
+            rows = self.ledger.query("SELECT from_id, to_id, relation, confidence FROM edges WHERE space = ? "
+                                     "ORDER BY from_id, to_id, relation", (space,))
+        else:
+            ids = list(bucket_ids)
+            if not ids:
+                return []
+            marks = ",".join("?" * len(ids))
+            # Two index searches joined by UNION; `from_id IN … OR to_id IN …` scans every edge of the
+            # space (3 ms a call at 20k edges, and diffusion calls it once per hop).
+            cols = "SELECT from_id, to_id, relation, confidence FROM edges"
+            rows = self.ledger.query(
+                f"{cols} WHERE space = ? AND from_id IN ({marks}) UNION "
+                f"{cols} INDEXED BY edges_to WHERE space = ? AND to_id IN ({marks}) ORDER BY from_id, to_id, relation",
+                (space, *ids, space, *ids))
+        return [Edge(r["from_id"], r["to_id"], r["relation"], r["confidence"]) for r in rows]

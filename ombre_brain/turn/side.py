@@ -1,0 +1,201 @@
+"""The side sections of a turn: Recent Context, weather, the favorite card, a dream, Core Memory, facts.
+
+Each is read from the store by role (never by decoding the whole space) and passed through its
+own gate; an item already taken by a section of higher precedence is not offered again (DESIGN §5:
+one section per item). The dream engine scores and claims; the dream gate decides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from ..facts.select import background_line
+from ..memory_layers import is_favorite
+from ..recall_types import GateResult, Item, Suppressed
+from . import gates as G
+from .budget import estimate_tokens
+from .items import item_of
+from .render import render_dream, render_stable_rule
+from .select import Decided, suppressed
+
+if TYPE_CHECKING:
+    from .pipeline import TurnContext
+
+
+@dataclasses.dataclass
+class Side:
+    """What the side sections picked this turn (Decided items are rendered later; dreams and stable items now)."""
+
+    recent: list[Decided] = dataclasses.field(default_factory=list)
+    recent_fired: bool = False
+    weather: list[Decided] = dataclasses.field(default_factory=list)
+    favorites: list[Decided] = dataclasses.field(default_factory=list)
+    dream: list[Item] = dataclasses.field(default_factory=list)
+    core: list[Item] = dataclasses.field(default_factory=list)
+    facts: list[Item] = dataclasses.field(default_factory=list)
+
+
+def side_stage(ctx: TurnContext, direct: list[Decided], related: list[Decided], out: list[Suppressed]) -> Side:
+    side = Side()
+    taken = {d.bucket.id for d in direct} | {d.bucket.id for d in related}
+    side.recent, side.recent_fired = recent(ctx, taken, direct, out)
+    taken |= {d.bucket.id for d in side.recent}
+    side.weather = weather(ctx, taken)
+    taken |= {d.bucket.id for d in side.weather}
+    side.favorites = favorites(ctx, taken)
+    taken |= {d.bucket.id for d in side.favorites}
+    side.dream = dream(ctx, taken)
+    side.core = core(ctx)
+    side.facts = facts(ctx)
+    return side
+
+
+def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
+           out: list[Suppressed]) -> tuple[list[Decided], bool]:
+    cfg, plan, state = ctx.cfg, ctx.plan, ctx.state
+    if not ctx.store.known_space(ctx.space):
+        return [], False
+    since = (state.now - timedelta(hours=cfg.gateway.head_recent_hours)).isoformat()
+    pool = [b for b in ctx.store.list(ctx.space, limit=200, since=since)
+            if b.id not in taken and b.created_dt() <= state.now]
+    if not pool:
+        return [], False
+    evidence = {d.bucket.id for d in direct} | {b.id for b in pool if G.recent_topic_evidence(plan, b)}
+    found: list[Decided] = []
+    fired = False
+    for b in pool:
+        d = ctx.layer(b)
+        rg = G.recent_context_gate(plan, b, d, state, cfg, has_topic_evidence=b.id in evidence)
+        cd, mult = G.cooldown_gate(plan, b.id, d, state, cfg)
+        gate = G.build_runtime_gate(recent_context=rg, cooldown=cd)
+        if rg.allowed and cd.allowed is not False:
+            found.append(Decided(b, d, gate, mult * (1.0 if b.id in evidence else 0.5)))
+            fired = True
+        elif rg.reason not in G.QUIET_RECENT_REASONS:
+            out.append(suppressed(None, bucket=b, layer=d, gate=gate))
+    found.sort(key=lambda x: (-x.score, x.bucket.last_active))
+    return found[: cfg.gateway.recent_context_max_items], fired
+
+
+def weather(ctx: TurnContext, taken: set[str]) -> list[Decided]:
+    found = []
+    for b in ctx.store.list(ctx.space, role="weather", limit=20):
+        if b.id in taken or b.created_dt() > ctx.state.now:
+            continue
+        d = ctx.layer(b)
+        if d.layer != "relationship_weather":
+            continue
+        wg = G.weather_gate(ctx.plan, b, d, ctx.state, ctx.cfg)
+        if wg.allowed:
+            found.append(Decided(b, d, G.build_runtime_gate(weather=wg), 1.0))
+    found.sort(key=lambda x: x.bucket.created, reverse=True)
+    return found[:1]
+
+
+def favorites(ctx: TurnContext, taken: set[str]) -> list[Decided]:
+    fg = G.favorite_gate(ctx.plan, ctx.state, ctx.cfg)
+    if not fg.allowed:
+        return []
+    found = []
+    for b in ctx.store.list(ctx.space, role="favorite", limit=1000):
+        if b.id in taken or not is_favorite(b, ctx.cfg):
+            continue
+        d = ctx.layer(b)
+        if d.layer != "favorite_memory":
+            continue
+        cd, mult = G.cooldown_gate(ctx.plan, b.id, d, ctx.state, ctx.cfg)
+        gate = G.build_runtime_gate(cooldown=cd).with_gate("direct_seed", GateResult(None, fg.reason))
+        if cd.allowed is not False or ctx.plan.favorite_request:
+            found.append(Decided(b, d, gate, b.importance * mult))
+    found.sort(key=lambda x: (-x.score, x.bucket.id))
+    return found[:1]
+
+
+@dataclasses.dataclass
+class _Dream:
+    decided: Decided
+    attempts: int
+    resonance: object
+    gate: GateResult
+
+
+def dream(ctx: TurnContext, taken: set[str]) -> list[Item]:
+    """At most one dream, surfaced by resonance and claimed once per space (never in a dry run).
+
+    Near misses spend one of the dream's attempts; every dream scored is written into the turn's
+    trace with its resonance, so the debug pages show why each one stayed latent.
+    """
+    engine, cfg, state = ctx.parts.dreams, ctx.cfg, ctx.state
+    if engine is None or not cfg.gateway.dream_section:
+        return []
+    rows = engine.latent(ctx.space)
+    if not rows:
+        return []
+    score = engine.scorer(ctx.space, ctx.plan, taken)
+    scored: list[_Dream] = []
+    for b, attempts in rows:
+        if b.id in taken or b.created_dt() > state.now:
+            continue
+        res = score(b)
+        young = (state.now - b.created_dt()).total_seconds() / 3600 < cfg.dream.min_age_hours
+        d = ctx.layer(b)
+        cd, _ = G.cooldown_gate(ctx.plan, b.id, d, state, cfg)
+        gate = G.dream_gate(res.score, young=young, cooled=b.id in state.injected, cfg=cfg.dream)
+        scored.append(_Dream(Decided(b, d, G.build_runtime_gate(cooldown=cd)), attempts, res, gate))
+    ranked = sorted((s for s in scored if s.gate.allowed), key=lambda s: (-s.resonance.score, s.decided.bucket.id))
+    budget = cfg.gateway.budgets.dream
+    winner, why = G.surface_one_dream(
+        ranked, fits=lambda s: estimate_tokens(render_dream(s.decided.bucket)) <= budget,
+        claim=lambda s: state.dry_run or engine.claim(ctx.space, s.decided.bucket, state))
+    verdict = {id(ranked[i]): g for i, g in why.items()}
+    if not state.dry_run:
+        for s in scored:
+            if G.dream_near_miss(s.resonance.score, s.gate, cfg.dream):
+                s.attempts, now_state = engine.count_attempt(ctx.space, s.decided.bucket)
+                if now_state == "dropped":
+                    verdict[id(s)] = GateResult(False, "dream_dropped")
+    items: list[Item] = []
+    for s in scored:
+        extra = {"resonance": {**s.resonance.to_dict(), "threshold": cfg.dream.surface_threshold,
+                               "attempt_threshold": cfg.dream.attempt_threshold, "attempts": s.attempts,
+                               "max_attempts": cfg.dream.max_attempts}}
+        if s is winner:
+            d = dataclasses.replace(s.decided, score=s.resonance.score)
+            items.append(item_of(d, "dream_original", render_dream(d.bucket), "dream", extra, reason=s.gate.reason))
+        else:
+            reason = verdict.get(id(s), s.gate).reason
+            g = s.decided.gate.decide("suppressed", None, reason)
+            ctx.trace[s.decided.bucket.id] = {"layer_debug": s.decided.layer.to_dict(), "runtime_gate": g.to_dict(),
+                                              **extra}
+    return items
+
+
+def core(ctx: TurnContext) -> list[Item]:
+    if ctx.cfg.gateway.budgets.core_memory <= 0:
+        return []
+    found = []
+    for b in ctx.store.list(ctx.space, role="core", limit=1000):
+        if not (b.pinned or b.protected or b.type == "permanent"):
+            continue
+        d = ctx.layer(b)
+        if d.layer != "core_memory":
+            continue
+        gate = G.build_runtime_gate(direct_seed=GateResult(None, "core_memory_stable_only"))
+        found.append(item_of(Decided(b, d, gate, b.importance), "stable_rule", render_stable_rule(b), "core_memory"))
+    return found
+
+
+def facts(ctx: TurnContext) -> list[Item]:
+    store = ctx.parts.facts
+    if store is None or ctx.cfg.gateway.budgets.facts <= 0:
+        return []
+    rows = store.stable_section(ctx.space, None, ctx.state.now, query=ctx.plan.query)
+    n = len(rows)
+    # facts matching the query's alias keys come first; rank keeps that order through budgeting
+    return [Item(None, None, "fact", background_line(r), None, None, None, rank_score=float(n - i),
+                 extra={"fact": r}) for i, r in enumerate(rows)]
+
+
+__all__ = ["Side", "side_stage"]

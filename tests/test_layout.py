@@ -1,0 +1,163 @@
+"""The tree shows the architecture: wings without import cycles, small modules, SQL where it belongs.
+
+These read the package's source (with ``ast``), so a rule broken anywhere fails here with the
+file and line that broke it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "ombre_brain"
+MAX_LINES = 500
+WINGS = ("store", "retrieval", "turn", "gateway", "dream", "facts", "forget", "server", "debug_ui", "tools", "cli")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PKG.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    """Lines inside `if TYPE_CHECKING:` blocks: those imports never run."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def _resolve(module: str, is_pkg: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".") if is_pkg else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(module: str) -> set[str]:
+    """Package modules this module imports, at module level or inside functions."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _type_checking_lines(tree)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("ombre_brain"))
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(module, path.name == "__init__.py", node)
+            if not target.startswith("ombre_brain"):
+                continue
+            for a in node.names:
+                sub = f"{target}.{a.name}"
+                found.add(sub if sub in MODULES else target)
+    return {m for m in found if m in MODULES and m != module}
+
+
+def test_no_import_cycles():
+    graph = {m: imports_of(m) for m in MODULES}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                cycle = stack[stack.index(n):] + [n]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+
+
+def test_the_cycle_check_sees_function_local_imports(tmp_path):
+    """The walker must see an import inside a function (that is how the old cycles hid)."""
+    graph = imports_of("ombre_brain.tools.replay")
+    assert "ombre_brain.brain" in graph
+
+
+def test_wings_are_packages():
+    for wing in WINGS:
+        assert (PKG / wing / "__init__.py").exists(), f"ombre_brain/{wing}/ is not a package"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_modules_stay_small(module):
+    n = len(MODULES[module].read_text(encoding="utf-8").splitlines())
+    assert n <= MAX_LINES, f"{MODULES[module].relative_to(ROOT)} has {n} lines; split it by concept"
+
+
+def test_command_handlers_live_only_in_the_cli():
+    for module, path in MODULES.items():
+        if module.startswith("ombre_brain.cli"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        handlers = [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith("cmd_")]
+        assert not handlers, f"{path.relative_to(ROOT)} defines CLI handlers {handlers}; they belong in cli/"
+
+
+STORE_TABLES = re.compile(r"\b(?:FROM|INTO|UPDATE|JOIN)\s+(?:buckets|moments|edges|spaces|store_meta)\b", re.I)
+
+
+def test_only_the_store_runs_sql_on_its_tables():
+    for module, path in MODULES.items():
+        if module.startswith("ombre_brain.store"):
+            continue
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            assert not STORE_TABLES.search(line), f"{path.relative_to(ROOT)}:{i} runs SQL on the store's tables"
+
+
+def test_no_optional_capabilities_on_the_turn_path():
+    for path in MODULES.values():
+        text = path.read_text(encoding="utf-8")
+        assert "find_spec" not in text and "_optional(" not in text, f"{path.relative_to(ROOT)} probes for modules"
+
+
+def test_run_turn_reads_as_the_pipeline():
+    """DESIGN §2: plan -> candidates -> gates -> diffusion -> side sections -> render -> budget, one call each."""
+    tree = ast.parse(MODULES["ombre_brain.turn.pipeline"].read_text(encoding="utf-8"))
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "run_turn")
+    nodes = sorted((n for n in ast.walk(fn) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset))
+    calls = [ast.unparse(n.func) for n in nodes]
+    order = ["parts.policy.plan_query", "parts.retriever.search", "direct_stage", "related_stage", "side_stage",
+             "render_items", "assemble"]
+    positions = [calls.index(c) for c in order]
+    assert positions == sorted(positions), calls
+
+
+def test_pure_stages_import_no_io():
+    """Gates, diffusion, render, budget, fusion and layer inference stay free of Chroma, SQLite and Flask."""
+    pure = ["ombre_brain.turn.gates", "ombre_brain.turn.reasons", "ombre_brain.turn.diffusion",
+            "ombre_brain.turn.render", "ombre_brain.turn.budget", "ombre_brain.retrieval.fusion",
+            "ombre_brain.memory_layers", "ombre_brain.recall_policy", "ombre_brain.text", "ombre_brain.timeutil"]
+    for m in pure:
+        text = MODULES[m].read_text(encoding="utf-8")
+        for lib in ("chromadb", "sqlite3", "flask", "httpx"):
+            assert not re.search(rf"^\s*(import|from) {lib}\b", text, re.M), f"{m} imports {lib}"
+
+
+def test_the_packaged_default_config_is_the_documented_copy():
+    assert (PKG / "default.yaml").read_bytes() == (ROOT / "config" / "default.yaml").read_bytes(), (
+        "ombre_brain/default.yaml and config/default.yaml differ: edit one, copy it to the other")
