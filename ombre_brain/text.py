@@ -35,7 +35,7 @@ _FOLD_UNIT_RE = re.compile(r"([a-z]{2})\1+")
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\uff07": "'"})
 
 __all__ = ["CJK", "CJK_RE", "HAN", "HAN_RE", "WIDE", "WIDE_RE", "canonical_json", "digest", "fold", "fold_elongations",
-           "has_cjk", "has_wide", "is_cjk_text", "normalize"]
+           "has_cjk", "has_wide", "is_cjk_text", "message_text", "normalize"]
 
 
 def has_cjk(text: str) -> bool:
@@ -74,6 +74,21 @@ def fold_elongations(text: str) -> str:
     CJK is left alone (the query planner collapses CJK repeats with its own rules).
     """
     return _FOLD_UNIT_RE.sub(r"\1", _FOLD_RUN_RE.sub(r"\1", text))
+
+
+def message_text(content: Any) -> str:
+    """The text of a chat message's content: a string, or a list of OpenAI content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "\n".join(parts)
+    return ""
 
 
 def canonical_json(value: Any) -> bytes:

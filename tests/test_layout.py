@@ -141,8 +141,8 @@ def test_run_turn_reads_as_the_pipeline():
     fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "run_turn")
     nodes = sorted((n for n in ast.walk(fn) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset))
     calls = [ast.unparse(n.func) for n in nodes]
-    order = ["parts.policy.plan_query", "parts.retriever.search", "direct_stage", "related_stage", "side_stage",
-             "render_items", "assemble"]
+    order = ["parts.policy.plan_query", "parts.retriever.search", "parts.admitter.admit", "direct_stage",
+             "related_stage", "side_stage", "render_items", "assemble"]
     positions = [calls.index(c) for c in order]
     assert positions == sorted(positions), calls
 

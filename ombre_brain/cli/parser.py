@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write", action="store_true", help="only the write benchmark")
     p.add_argument("--turns", action="store_true", help="only the turn benchmark")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--context", type=int, default=0, metavar="N",
+                   help="each turn hears the N messages before it (a sliding conversation)")
     p.add_argument("--keep", metavar="DIR", help="build the store in DIR and keep it; a later run with the same DIR, "
                    "size and seed reuses it and measures turns only")
     p.add_argument("--json", action="store_true")
@@ -64,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("results", nargs="*", metavar="RESULTS", help="bench --json output files, with --plot")
     p.set_defaults(func=recall.cmd_bench)
 
-    p = sub.add_parser("eval", help="retrieval evaluation (LoCoMo, Chinese companion set)")
+    p = sub.add_parser("eval", help="retrieval and injection evaluation (LoCoMo, companion sets)")
     esub = p.add_subparsers(dest="eval_command", required=True, metavar="SET")
     pe = esub.add_parser("locomo", help="turn-level recall@k on LoCoMo conversations")
     _common(pe, data=False)
@@ -77,6 +79,35 @@ def build_parser() -> argparse.ArgumentParser:
     pe.add_argument("--data", required=True, help="the YAML file")
     pe.add_argument("--json", action="store_true")
     pe.set_defaults(func=recall.cmd_eval_recall)
+    pe = esub.add_parser("inject", help="what turns inject end to end: inject recall, false recall, UNKNOWN, by "
+                         "kind and language")
+    _common(pe, data=False)
+    pe.add_argument("--data", action="append", default=[], metavar="FILE",
+                    help="an inject set (memories, queries, crosslingual, negatives, casual); repeatable")
+    pe.add_argument("--locomo", metavar="DIR", help="LoCoMo conversations: categories 1-4 as positives")
+    pe.add_argument("--json", action="store_true")
+    pe.set_defaults(func=recall.cmd_eval_inject)
+
+    pe = esub.add_parser("plan", help="context_mode accuracy of the query planner on labelled messages")
+    _common(pe, data=False)
+    pe.add_argument("--data", required=True, help="a YAML of messages: [{q, mode}]")
+    pe.add_argument("--json", action="store_true")
+    pe.set_defaults(func=recall.cmd_eval_plan)
+    pe = esub.add_parser("longmemeval", help="session and turn recall on LongMemEval-S questions")
+    _common(pe, data=False)
+    pe.add_argument("--data", required=True, help="folder of LongMemEval question *.json files")
+    pe.add_argument("--json", action="store_true")
+    pe.set_defaults(func=recall.cmd_eval_longmemeval)
+
+    p = sub.add_parser("calibrate", help="fit the admission evidence score on labelled sets and write an overlay")
+    _common(p, data=False)
+    p.add_argument("--data", action="append", required=True, metavar="FILE",
+                   help="a labelled inject set (as for eval inject); repeatable")
+    p.add_argument("--locomo", metavar="DIR", help="also fit on LoCoMo conversations (categories 1-4 positive)")
+    p.add_argument("--out", metavar="YAML", help="write the fitted retrieval.admission as a config overlay here")
+    p.add_argument("--folds", type=int, default=5, help="cross-validation folds, grouped by memory (default 5)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=recall.cmd_calibrate)
 
     p = sub.add_parser("export", help="write a space as portable JSONL")
     _common(p)

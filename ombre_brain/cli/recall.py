@@ -11,6 +11,10 @@ import yaml
 from ..config import load_config
 from ..errors import ValidationError
 from ..tools.bench import format_bench, plot_turn_p95, run_bench
+from ..tools.calibrate import calibrate, format_calibration, write_overlay
+from ..tools.eval_inject import eval_inject, format_inject
+from ..tools.eval_longmemeval import eval_longmemeval, format_longmemeval
+from ..tools.eval_plan import eval_plan, format_plan
 from ..tools.evaluate import eval_locomo, eval_recall, format_locomo, format_recall
 from ..tools.replay import run_scenario
 from .common import print_json
@@ -64,6 +68,40 @@ def cmd_eval_recall(args) -> int:
     return 0
 
 
+def cmd_eval_inject(args) -> int:
+    for f in args.data:
+        if not Path(f).is_file():
+            raise ValidationError(f"no such file: {f}", field="data")
+    res = eval_inject(args.data, locomo=args.locomo, config=args.config)
+    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_inject(res))
+    return 0
+
+
+def cmd_eval_plan(args) -> int:
+    res = eval_plan(args.data, config=args.config)
+    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_plan(res))
+    return 0
+
+
+def cmd_eval_longmemeval(args) -> int:
+    if not Path(args.data).is_dir():
+        raise ValidationError(f"no such folder: {args.data}", field="data")
+    res = eval_longmemeval(args.data, config=args.config)
+    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_longmemeval(res))
+    return 0
+
+
+def cmd_calibrate(args) -> int:
+    for f in args.data:
+        if not Path(f).is_file():
+            raise ValidationError(f"no such file: {f}", field="data")
+    res = calibrate(args.data, locomo=args.locomo, config=args.config, folds=args.folds)
+    if args.out:
+        write_overlay(res, args.out)
+    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_calibration(res))
+    return 0
+
+
 def cmd_bench(args) -> int:
     if args.plot:
         return _plot(args.plot, args.results)
@@ -72,7 +110,7 @@ def cmd_bench(args) -> int:
     write = args.write or not args.turns
     turns = args.turns or not args.write
     res = run_bench(args.buckets, args.queries, seed=args.seed, write=write, turns=turns, config=args.config,
-                    data_dir=args.keep)
+                    data_dir=args.keep, context=args.context)
     print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_bench(res))
     return 0
 

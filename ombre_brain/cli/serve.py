@@ -39,6 +39,7 @@ def serve(brain: Brain, host: str, port: int, threads: int = 8) -> None:
     server = create_server(app, host=host, port=port, threads=threads, asyncore_use_poll=True,
                            max_request_body_size=brain.config.server.max_body_bytes + 1024)
     brain.gateway.start_worker()
+    brain.admitter.admission_model(brain.admitter.model_key())  # load the models now; warn now if unfitted
     print(f"Ombre Brain serving on http://{host}:{server.effective_port}  (debug UI: /debug/)", flush=True)
     try:
         server.run()

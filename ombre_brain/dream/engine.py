@@ -279,7 +279,6 @@ class DreamEngine:
     def _cosine(self, space: str, query: str):
         """A per-turn function: a dream's (raw, calibrated) best cue cosine, or None when it says nothing."""
         emb = self.store.embedder
-        admit = self.config.retrieval.semantic_admit.get(emb.backend)
         text = query.strip()
         readable = bool(text) and (emb.cjk_capable or not is_cjk_text(text))
         qvec: list[np.ndarray] = []
@@ -291,7 +290,7 @@ class DreamEngine:
             if not qvec:
                 qvec.append(emb.query(text))
             raw = float(np.max(self._cue_vectors(space, bucket.id, cues) @ qvec[0]))
-            return raw, calibrated_cosine(raw, emb.backend, admit)
+            return raw, calibrated_cosine(raw, emb.backend)
 
         return best
 

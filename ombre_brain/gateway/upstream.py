@@ -20,6 +20,7 @@ import httpx
 
 from ..config import UpstreamConfig
 from ..errors import UpstreamError
+from ..text import message_text
 
 log = logging.getLogger("ombre_brain")
 
@@ -114,21 +115,6 @@ class Upstream:
             if self._client is not None:
                 self._client.close()
                 self._client = None
-
-
-def message_text(content: Any) -> str:
-    """The text of a chat message's content: a string, or a list of content parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "\n".join(parts)
-    return ""
 
 
 def completion_text(data: Any) -> str:

@@ -1,7 +1,9 @@
-"""Candidates: vector search, BM25 and exact anchors, fused and admitted (the I/O half).
+"""Candidates: vector search, BM25 and exact anchors, fused (the I/O half of ranking).
 
 The pure scoring lives in :mod:`fusion`; this module only fetches from the store and hands
-plain data to it, so eval, the gateway and the debug routes all rank with the same code.
+plain data to it, so eval, the gateway and the debug routes all rank with the same code. With
+conversation context (DESIGN §14) both channels search with the message plus the recent user
+messages at their weights. Admission is the next stage (:mod:`.evidence`).
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ import dataclasses
 from collections.abc import Sequence
 from time import perf_counter
 
+import numpy as np
+
 from ..config import Config
 from ..recall_types import Candidate, QueryPlan
-from .fusion import admit, asked_terms, dense_weight_for, fuse, group_by_bucket, is_cjk_text, lift_by_context
+from .fusion import dense_weight_for, fuse, group_by_bucket, lift_by_context
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,6 +28,17 @@ class Retrieval:
     lexical: dict
     dense_weight: float
     ms: dict
+    qvec: np.ndarray | None = None      # the query vector searched with (the conversation's, with context)
+
+
+def conversation_vector(encode, plan: QueryPlan) -> np.ndarray:
+    """The message's vector plus the recent user messages' at their weights, normalised (DESIGN §14)."""
+    vec = np.array(encode(plan.query or plan.normalized), dtype=np.float32)
+    for text, w in plan.topic:
+        if text.strip() and w > 0:
+            vec += w * np.asarray(encode(text), dtype=np.float32)
+    n = np.linalg.norm(vec)
+    return vec / n if n > 0 else vec
 
 
 class Retriever:
@@ -41,11 +56,12 @@ class Retriever:
         emb = self.store.embedder
         query = plan.query or plan.normalized
         vector: dict[str, float] = {}
-        if query.strip():
-            vector = self.store.vector_search(space, emb.query(query), vector_k or rc.vector_k)
+        qvec = conversation_vector(emb.query, plan) if query.strip() else None
+        if qvec is not None:
+            vector = self.store.vector_search(space, qvec, vector_k or rc.vector_k)
         t1 = perf_counter()
         terms = list(lexical_terms if lexical_terms is not None else plan.terms)
-        lexical = self.store.lexical_search(space, terms, lexical_k or rc.lexical_k)
+        lexical = self._lexical(space, terms, plan.context_terms, lexical_k or rc.lexical_k)
         t2 = perf_counter()
         moments = self.store.moments_by_id(space, set(vector) | set(lexical))
         vector = {k: v for k, v in vector.items() if k in moments}
@@ -60,20 +76,29 @@ class Retriever:
         if rc.fusion.context_share > 0 and len(cands) > 1:
             edges = self.store.edges(space, [c.bucket.id for c in cands])
             cands = lift_by_context(cands, edges, rc.fusion.context_share)
-        idx = self.store.lexical(space)
-        query_is_cjk = is_cjk_text(query)
-        asked = asked_terms(plan.terms, idf=idx.idf, cfg=self.cfg)
-        cands = [dataclasses.replace(c, admission=admit(
-            c, asked, idf=idx.idf, cfg=self.cfg, backend=emb.backend, cjk_capable=emb.cjk_capable,
-            query_is_cjk=query_is_cjk)) for c in cands]
         t3 = perf_counter()
         ms = {"vector": (t1 - t0) * 1000, "lexical": (t2 - t1) * 1000, "fuse": (t3 - t2) * 1000}
-        return Retrieval(tuple(cands), vector, lexical, w, ms)
+        return Retrieval(tuple(cands), vector, lexical, w, ms, qvec)
 
-    def rank(self, space: str, query: str, k: int = 10) -> list[str]:
-        """Bucket ids in fused order for a raw query (eval: before gates and budgets)."""
-        plan = self.policy.plan_query(query, None)
+    def _lexical(self, space: str, terms: Sequence[str], context: Sequence[tuple[str, float]],
+                 k: int) -> dict[str, float]:
+        """BM25 for the message's terms, plus the conversation's terms at their lower weights (DESIGN §14)."""
+        scores = dict(self.store.lexical_search(space, terms, k))
+        by_weight: dict[float, list[str]] = {}
+        for t, w in context:
+            by_weight.setdefault(w, []).append(t)
+        for w, group in by_weight.items():
+            for mid, sc in self.store.lexical_search(space, group, k).items():
+                scores[mid] = scores.get(mid, 0.0) + w * sc
+        if len(scores) > k:
+            scores = dict(sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k])
+        return scores
+
+
+    def rank(self, space: str, query: str, k: int = 10, context: Sequence = ()) -> list[str]:
+        """Bucket ids in fused order for a raw query and its conversation (eval: before gates and budgets)."""
+        plan = self.policy.plan_query(query, tuple(context) or None)
         terms = plan.terms or tuple(self.store.tokens(query))
         res = self.search(space, plan, lexical_terms=terms, vector_k=max(k * 4, self.cfg.retrieval.vector_k),
-                          lexical_k=max(k * 4, self.cfg.retrieval.lexical_k))
+                          lexical_k=max(k * 4, self.cfg.retrieval.lexical_k))  # ranking only: no admission
         return [c.bucket.id for c in res.candidates[:k]]

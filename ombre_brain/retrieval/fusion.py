@@ -1,10 +1,10 @@
-"""Score fusion and topic-evidence admission: the stage between search and the gates.
+"""Score fusion: one ordering of the candidates from two channels' scores (DESIGN §12).
 
 Dense and lexical search return scores on different scales. They are fused at score level,
 not by rank (DESIGN §12: naive RRF lost to BM25 alone): dense cosines are min-max normalised
 over the returned set, BM25 is max-normalised, and the two are mixed convexly with a dense
 weight that adapts to the query's script and the embedder. Fusion only orders; whether a
-bucket may become a direct hit is decided separately by :func:`admit`, from topic evidence.
+bucket may become a direct hit is decided separately, by :mod:`.admission`.
 
 Pure: no store, index or embedder is touched here; callers pass scores and callables in.
 """
@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import lru_cache
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..buckets import Bucket, Moment
-from ..recall_types import Admission, Candidate, MomentHit
-from ..text import CJK_RE as _CJK_RE
+from ..recall_types import Candidate, MomentHit
 from ..text import is_cjk_text
 
-__all__ = ["ANCHOR_SHIFT", "admit", "dense_weight_for", "discriminative_terms", "fuse", "group_by_bucket",
-           "is_cjk_text", "lift_by_context"]
+__all__ = ["ANCHOR_SHIFT", "dense_weight_for", "fuse", "group_by_bucket", "is_cjk_text", "lift_by_context"]
 
 # Exact anchors a query can carry: quoted spans, digit groups, capitalised names after the first word.
 _QUOTED_RE = re.compile(r"[\"“”「」『』‘’]([^\"“”「」『』‘’]{2,})[\"“”「」『』‘’]")
@@ -119,36 +116,6 @@ def group_by_bucket(hits: Sequence[MomentHit], buckets: Mapping[str, Bucket]) ->
     return [Candidate(c.bucket, c.best, c.hits, c.fused, rank=i) for i, c in enumerate(cands, 1)]
 
 
-@lru_cache(maxsize=8)
-def _casefolded(words: tuple[str, ...]) -> frozenset[str]:
-    """The stop words, case-folded once per config rather than once per candidate (admit runs per candidate)."""
-    return frozenset(w.casefold() for w in words)
-
-
-def _query_terms(terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any,
-                 keep_unseen: bool) -> list[str]:
-    """Query terms long enough to mean something, minus stop words and terms common in the space.
-
-    A term with CJK needs ``retrieval.min_term_chars`` characters; any other term needs three
-    letters or digits. Every term needs ``idf(term) >= retrieval.min_idf``, except that with
-    ``keep_unseen`` a term no moment contains (idf 0) is kept too.
-    """
-    stop = _casefolded(tuple(cfg.lexical.stop_words))
-    out: list[str] = []
-    for raw in terms:
-        t = raw.strip().casefold()
-        if not t or t in stop or t in out:
-            continue
-        if _CJK_RE.search(t):
-            long_enough = len(t) >= cfg.retrieval.min_term_chars
-        else:
-            long_enough = sum(ch.isalnum() for ch in t) >= 3
-        score = idf(t)
-        if long_enough and (score >= cfg.retrieval.min_idf or (keep_unseen and score == 0.0)):
-            out.append(t)
-    return out
-
-
 def lift_by_context(cands: Sequence[Candidate], edges: Iterable[Any], share: float) -> list[Candidate]:
     """Let a candidate borrow a share of its conversational neighbour's score (DESIGN §12).
 
@@ -174,121 +141,3 @@ def lift_by_context(cands: Sequence[Candidate], edges: Iterable[Any], share: flo
     moved = [dataclasses.replace(c, fused=c.fused + lift.get(c.bucket.id, 0.0)) for c in cands]
     moved.sort(key=lambda c: (-c.fused, c.bucket.id))
     return [dataclasses.replace(c, rank=i) for i, c in enumerate(moved, 1)]
-
-
-def discriminative_terms(terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any) -> list[str]:
-    """Query terms that can prove a topic: long enough, not stop words, not common in the space."""
-    return _query_terms(terms, idf=idf, cfg=cfg, keep_unseen=False)
-
-
-def _found(term: str, text: str) -> bool:
-    """Case-insensitive substring; a Latin term must start at a word start (parrot~parrots, not cat~educate)."""
-    if _CJK_RE.search(term):
-        return term in text
-    i = text.find(term)
-    while i != -1:
-        prev = text[i - 1] if i else " "
-        if not prev.isalnum() or _CJK_RE.match(prev):
-            return True
-        i = text.find(term, i + 1)
-    return False
-
-
-@dataclasses.dataclass(frozen=True)
-class AskedTerms:
-    """What a query asks about, worked out once per query: admission runs once per candidate."""
-
-    terms: tuple[str, ...]                             # discriminative terms a field may contain
-    groups: tuple[tuple[frozenset[str], float], ...]  # weighted term groups, for coverage
-
-
-def asked_terms(plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any) -> AskedTerms:
-    return AskedTerms(tuple(discriminative_terms(plan_terms, idf=idf, cfg=cfg)),
-                      tuple((frozenset(m), w) for m, w in _term_groups(plan_terms, idf=idf, cfg=cfg)))
-
-
-def admit(candidate: Candidate, plan_terms: Sequence[str] | AskedTerms, *, idf: Callable[[str], float], cfg: Any,
-          backend: str, cjk_capable: bool, query_is_cjk: bool) -> Admission:
-    """Whether a candidate has topic evidence for a direct hit (DESIGN §5, direct seed gate).
-
-    In order:
-    1. only context-only moments matched -> ``context_only_match``, never admitted;
-    2. a discriminative query term in the title, summary, tags or main body (context-only
-       sections and the comments field never count) -> ``term_in_<field>`` (first field wins);
-    3. the best non-context-only cosine at or above ``retrieval.semantic_admit[backend]`` ->
-       ``semantic_above_threshold``; but a CJK query under an embedder that cannot read CJK
-       never admits on a cosine -> ``semantic_not_evidence_for_cjk``;
-    4. otherwise ``no_topic_evidence``.
-    """
-    b = candidate.bucket
-    content = [h for h in candidate.hits if not h.moment.context_only]
-    cosines = [h.vector_score for h in content if h.vector_score is not None]
-    semantic = max(cosines) if cosines else None
-    if not content:
-        return Admission(False, "context_only_match", semantic_score=semantic)
-
-    asked = plan_terms if isinstance(plan_terms, AskedTerms) else asked_terms(plan_terms, idf=idf, cfg=cfg)
-    terms = asked.terms
-    fields = (("title", b.title), ("summary", b.summary or ""), ("tags", "\n".join(b.tags)),
-              ("body", b.main_text))
-    matched: list[str] = []
-    first_field: str | None = None
-    for name, text in fields:
-        low = text.casefold()
-        for t in terms:
-            if _found(t, low):
-                first_field = first_field or name
-                if t not in matched:
-                    matched.append(t)
-    coverage = _coverage(asked.groups, matched)
-    if first_field is not None and coverage >= cfg.retrieval.min_term_coverage:
-        return Admission(True, f"term_in_{first_field}", tuple(matched), semantic, coverage)
-    weak = first_field is not None
-
-    if query_is_cjk and not cjk_capable:
-        return Admission(False, "semantic_not_evidence_for_cjk", semantic_score=semantic)
-    threshold = cfg.retrieval.semantic_admit.get(backend)
-    if semantic is not None and threshold is not None and semantic >= threshold:
-        return Admission(True, "semantic_above_threshold", tuple(matched), semantic, coverage if weak else None)
-    if weak:
-        return Admission(False, "weak_term_coverage", tuple(matched), semantic, coverage)
-    return Admission(False, "no_topic_evidence", semantic_score=semantic)
-
-
-def term_weight(term: str) -> float:
-    """What a query term is worth as topic evidence: how specific it is in the language.
-
-    Everyday words (名字, 样子, 觉得) weigh little, specific ones (鹦鹉, 年糕) a lot; Latin words
-    have no prior here and weigh 1 each.
-    """
-    from .lexical import general_idf
-
-    if _CJK_RE.search(term):
-        return max(general_idf(term) - 4.0, 0.5)
-    return 1.0
-
-
-def _term_groups(plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any) -> list[tuple[set[str], float]]:
-    """What the query asks about: its terms, with jieba's overlapping cuts (小时/小时候) grouped.
-
-    Terms the space has never seen still count (they are what an honest UNKNOWN is about);
-    terms so common in the space that they carry no information do not.
-    """
-    kept = _query_terms(plan_terms, idf=idf, cfg=cfg, keep_unseen=True)
-    groups: list[tuple[set[str], float]] = []
-    for t in sorted(kept, key=len, reverse=True):
-        for members, _w in groups:
-            if any(t in m for m in members):
-                members.add(t)
-                break
-        else:
-            groups.append(({t}, 0.0))
-    return [(members, max(term_weight(m) for m in members)) for members, _ in groups]
-
-
-def _coverage(groups: Sequence[tuple[frozenset[str], float]], matched: Sequence[str]) -> float:
-    total = sum(w for _, w in groups)
-    if total <= 0:
-        return 0.0
-    got = set(matched)
-    return sum(w for members, w in groups if members & got) / total

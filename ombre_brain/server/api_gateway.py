@@ -18,13 +18,14 @@ from flask import Blueprint, Response, jsonify, request, stream_with_context
 
 from ..errors import UpstreamError, ValidationError
 from ..gateway.upstream import SSEText, UpstreamNotConfigured, completion_text, message_text
+from ..turn.conversation import split_messages
 from .common import authorize_space, get_brain, json_body, token_default_space
 
 log = logging.getLogger("ombre_brain")
 
 bp = Blueprint("gateway", __name__)
 
-INJECT_FIELDS = ("space", "session_id", "query", "now")
+INJECT_FIELDS = ("space", "session_id", "query", "messages", "now")
 MAX_QUERY_CHARS = 8000
 # Upstream response headers worth passing on (rate limits, request ids); the rest is hop-by-hop.
 PASS_HEADERS = ("retry-after", "x-request-id", "openai-processing-ms", "openai-model")
@@ -47,13 +48,17 @@ def inject():
                               code="unknown_field")
     space = authorize_space(body.get("space"))
     session = _session(body.get("session_id", "default"), "session_id")
-    query = body.get("query")
+    query, context = body.get("query"), None
+    if body.get("messages") is not None:  # the conversation in OpenAI format (DESIGN §14)
+        last, context = split_messages(body["messages"])
+        query = last if query is None else query
     if not isinstance(query, str):
-        raise ValidationError("is required and must be a string (the user's message)", field="query")
+        raise ValidationError("is required and must be a string (the user's message), or give `messages`",
+                              field="query")
     now = body.get("now")
     if now is not None and not isinstance(now, str):
         raise ValidationError("expected an ISO-8601 time with offset, e.g. 2026-11-30T20:00:00+08:00", field="now")
-    return jsonify(get_brain().turn(space, session, query, now).to_dict())
+    return jsonify(get_brain().turn(space, session, query, now, context=context).to_dict())
 
 
 # ---------------------------------------------------------------- the proxy
@@ -74,10 +79,10 @@ def _last_user(messages: list) -> int | None:
     return None
 
 
-def _memory_block(space: str, session: str, query: str) -> tuple[str | None, str]:
+def _memory_block(space: str, session: str, query: str, context: list) -> tuple[str | None, str]:
     """(rendered block or None, state) for the X-Ombre-Memory header; a failing turn never breaks the chat."""
     try:
-        turn = get_brain().turn(space, session, query[:MAX_QUERY_CHARS])
+        turn = get_brain().turn(space, session, query[:MAX_QUERY_CHARS], context=context)
     except Exception:
         log.exception("proxy: the memory turn failed; forwarding without memory")
         return None, "unavailable"
@@ -118,7 +123,7 @@ def chat_completions():
     content, memory = request.get_data(), "none"
     idx = _last_user(messages)
     if idx is not None:
-        block, memory = _memory_block(space, session, message_text(messages[idx].get("content")))
+        block, memory = _memory_block(space, session, message_text(messages[idx].get("content")), messages[:idx])
         if block:
             forwarded = dict(body)
             forwarded["messages"] = [*messages[:idx], {"role": "system", "content": block}, *messages[idx:]]

@@ -27,6 +27,7 @@ from ..buckets import Bucket, Moment, bucket_from_stored, build_moments
 from ..config import Config
 from ..errors import EmbeddingError, NotFoundError, ValidationError
 from ..memory_layers import storage_roles
+from ..retrieval.second_opinion import encode_blob
 from .chroma import ChromaBackend, collection_name
 from .consistency import ConsistencyMixin
 from .edges import EdgesMixin
@@ -71,17 +72,21 @@ def _meta(bucket: Bucket, m: Moment) -> dict:
 class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
     """The storage facade used by Brain: write/update/delete/get plus the two searches."""
 
-    def __init__(self, data_dir: Path, config: Config, embedder_factory, tokenizer) -> None:
+    def __init__(self, data_dir: Path, config: Config, embedder_factory, tokenizer, second_factory=None) -> None:
         self.data_dir = Path(data_dir)
         self.config = config
         self.ledger = Ledger(self.data_dir / "ledger.db", config.store.ledger_busy_timeout_ms)
         self.ledger.ensure_schema("store_meta", STORE_META_SCHEMA)
         self.ledger.ensure_schema("bucket_store_indexes", INDEX_SCHEMA)
         self._ensure_roles()
+        self._ensure_second_column()
         namespace = self.store_id() if config.store.chroma.mode == "http" else ""
         self.chroma = ChromaBackend(config.store.chroma, self.data_dir / "chroma", namespace=namespace)
         self._embedder_factory = embedder_factory
         self._embedder = None
+        self._second_factory = second_factory or (lambda: None)
+        self._second: object | None = None
+        self._second_loaded = False
         self._tokenize = tokenizer
         self._lexical: dict[str, object] = {}
         self._lock = threading.RLock()
@@ -118,6 +123,29 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
                             c.execute("UPDATE buckets SET roles = ? WHERE space = ? AND id = ?",
                                       (roles, r["space"], r["id"]))
         self.ledger.ensure_schema("bucket_store_roles", ROLES_INDEX)
+
+    def _ensure_second_column(self) -> None:
+        """Moments keep their second-opinion vector (retrieval/second_opinion.py) beside their text; older ledgers
+        gain the column empty (admission encodes a missing one when it needs it)."""
+        cols = {r["name"] for r in self.ledger.query("PRAGMA table_info(moments)")}
+        if "second" not in cols:
+            with self.ledger.tx() as c:
+                if "second" not in {r["name"] for r in c.execute("PRAGMA table_info(moments)")}:
+                    c.execute("ALTER TABLE moments ADD COLUMN second BLOB")
+
+    @property
+    def second(self):
+        """The second-opinion encoder for admission, or None where it is off or not installed."""
+        if not self._second_loaded:
+            self._second = self._second_factory()
+            self._second_loaded = True
+        return self._second
+
+    def _seconds(self, texts: Sequence[str]) -> list[bytes | None]:
+        enc = self.second
+        if enc is None or not texts:
+            return [None] * len(texts)
+        return [encode_blob(v) for v in enc.passages(texts)]
 
     def store_id(self) -> str:
         """This data directory's random id, made once; it namespaces collections on a shared Chroma server."""
@@ -168,10 +196,12 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
 
     # ------------------------------------------------------------ writes
 
-    def _prepare(self, bucket: Bucket) -> tuple[list[Moment], list[list[str]], np.ndarray]:
+    def _prepare(self, bucket: Bucket) -> tuple[list[Moment], list[tuple[list[str], bytes | None]], np.ndarray]:
+        """The bucket's moments, each with its lexical tokens and second-opinion vector, and their embeddings."""
         moments = build_moments(bucket)
-        tokens = [self.tokens(m.text) for m in moments]
-        vectors = self.embedder.passages([m.text for m in moments])
+        texts = [m.text for m in moments]
+        tokens = list(zip([self.tokens(t) for t in texts], self._seconds(texts), strict=True))
+        vectors = self.embedder.passages(texts)
         return moments, tokens, vectors
 
     def write(self, bucket: Bucket, *, dedupe: bool = True) -> tuple[str, bool]:
@@ -194,7 +224,7 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         with self._lock:
             idx = self._lexical.get(bucket.space)
             if idx is not None:
-                idx.add([(m.id, t) for m, t in zip(moments, tokens, strict=True)])
+                idx.add([(m.id, t) for m, (t, _) in zip(moments, tokens, strict=True)])
         return bucket.id, True
 
     def write_many(self, buckets: Sequence[Bucket], *, dedupe: bool = True, batch_size: int = 256,
@@ -257,7 +287,7 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
     def _write_batch(self, batch: list[tuple[Bucket, str]]) -> None:
         built = [(b, build_moments(b)) for b, _ in batch]
         texts = [m.text for _, ms in built for m in ms]
-        tokens = [self.tokens(t) for t in texts]
+        tokens = list(zip([self.tokens(t) for t in texts], self._seconds(texts), strict=True))
         vectors = self.embedder.passages(texts)
         rows = []
         pos = 0
@@ -293,7 +323,7 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
             for b, ms, toks, _ in rows:
                 idx = self._lexical.get(b.space)
                 if idx is not None:
-                    idx.add([(m.id, t) for m, t in zip(ms, toks, strict=True)])
+                    idx.add([(m.id, t) for m, (t, _) in zip(ms, toks, strict=True)])
 
     def _insert_rows(self, c, bucket: Bucket, moments, tokens, chash: str, state: str = "pending") -> None:
         c.execute(
@@ -305,11 +335,12 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
 
     @staticmethod
     def _insert_moments(c, bucket: Bucket, moments, tokens) -> None:
+        """``tokens``: per moment, (its lexical tokens, its second-opinion vector blob or None)."""
         c.executemany(
-            'INSERT INTO moments(space, id, bucket_id, ordinal, section, context_only, text, tokens, start, "end") '
-            "VALUES (?,?,?,?,?,?,?,?,?,?)",
+            'INSERT INTO moments(space, id, bucket_id, ordinal, section, context_only, text, tokens, start, "end", '
+            "second) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             [(bucket.space, m.id, bucket.id, m.ordinal, m.section, int(m.context_only), m.text, " ".join(t),
-              m.start, m.end) for m, t in zip(moments, tokens, strict=True)])
+              m.start, m.end, second) for m, (t, second) in zip(moments, tokens, strict=True)])
 
     def _chroma_put(self, bucket: Bucket, moments: Sequence[Moment], vectors: np.ndarray) -> None:
         self.chroma.upsert(bucket.space, [m.id for m in moments], vectors, [_meta(bucket, m) for m in moments])
@@ -345,7 +376,7 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
             idx = self._lexical.get(bucket.space)
             if idx is not None:
                 idx.remove(old_ids)
-                idx.add([(m.id, t) for m, t in zip(moments, tokens, strict=True)])
+                idx.add([(m.id, t) for m, (t, _) in zip(moments, tokens, strict=True)])
 
     def delete(self, space: str, bucket_ids: Iterable[str]) -> list[str]:
         """Delete buckets, their moments and edges; returns the ids that existed."""

@@ -98,6 +98,16 @@ class ChromaBackend:
         got = self.collection(space).get(ids=list(ids), include=["metadatas"])
         return {i: (m or {}).get("text_hash") for i, m in zip(got["ids"], got["metadatas"] or [], strict=False)}
 
+    def get_vectors(self, space: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of these moment ids, by id (ids Chroma does not hold are left out)."""
+        if not ids:
+            return {}
+        got = self.collection(space).get(ids=list(ids), include=["embeddings"])
+        emb = got.get("embeddings")
+        if emb is None:
+            return {}
+        return {i: np.asarray(v, dtype=np.float32) for i, v in zip(got["ids"], emb, strict=False)}
+
     def get_documents(self, space: str, ids: Sequence[str]) -> dict[str, str]:
         if not ids:
             return {}

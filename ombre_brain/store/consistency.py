@@ -116,7 +116,8 @@ class ConsistencyMixin:
                 for b in rebuilt.values():
                     ms = build_moments(b)
                     c.execute("DELETE FROM moments WHERE space = ? AND bucket_id = ?", (space, b.id))
-                    self._insert_moments(c, b, ms, [self.tokens(m.text) for m in ms])
+                    self._insert_moments(c, b, ms, list(zip([self.tokens(m.text) for m in ms],
+                                                            self._seconds([m.text for m in ms]), strict=True)))
             self._reembed(list(rebuilt.values()))
             done.append(f"rebuilt the moments of {len(rebuilt)} buckets that had none")
         redo = {_bucket_of(m) for m in found["missing_in_chroma"] + found["stale_in_chroma"]}

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..buckets import Bucket, Moment, bucket_from_stored
 from ..retrieval.lexical import LexicalIndex
+from ..retrieval.second_opinion import decode_blob
 
 # What readers see: committed buckets, and buckets being updated (their new version, already in the
 # ledger), so a bucket never reads as missing while someone edits it.
@@ -107,6 +108,48 @@ class ReadsMixin:
                     "FROM moments m JOIN buckets b ON b.space = m.space AND b.id = m.bucket_id "
                     f"WHERE m.space = ? AND b.state = 'committed' AND m.id IN ({marks})", (space, *chunk)):
                 out[r["id"]] = _moment(r)
+        return out
+
+    def sample_moments(self, space: str, n: int) -> tuple[list[str], np.ndarray] | None:
+        """A fixed, evenly spread sample of up to ``n`` committed content moments: their ids and vectors.
+
+        Admission measures a query against it (its background in the space, DESIGN §13).
+        """
+        if not self.ensure_space(space, create=False):
+            return None
+        rows = self.ledger.query(
+            "SELECT m.id FROM moments m JOIN buckets b ON b.space = m.space AND b.id = m.bucket_id "
+            "WHERE m.space = ? AND b.state = 'committed' AND m.context_only = 0 ORDER BY m.id", (space,))
+        ids = [r["id"] for r in rows]
+        if len(ids) > n:
+            step = len(ids) / n
+            ids = [ids[int(i * step)] for i in range(n)]
+        got = self.chroma.get_vectors(space, ids)
+        if not got:
+            return None
+        ids = [i for i in ids if i in got]
+        return ids, np.stack([got[i] for i in ids])
+
+    def second_vectors(self, space: str, moment_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The second-opinion vectors of these moments; one a ledger lacks (written before) is encoded now."""
+        enc = self.second
+        ids = list(dict.fromkeys(moment_ids))
+        if enc is None or not ids:
+            return {}
+        out: dict[str, np.ndarray] = {}
+        missing: dict[str, str] = {}
+        for i in range(0, len(ids), 900):
+            chunk = ids[i:i + 900]
+            for r in self.ledger.query(f"SELECT id, text, second FROM moments WHERE space = ? AND id IN "
+                                       f"({','.join('?' * len(chunk))})", (space, *chunk)):
+                vec = decode_blob(r["second"])
+                if vec is not None and len(vec) == enc.dimension:
+                    out[r["id"]] = vec
+                else:
+                    missing[r["id"]] = r["text"]
+        if missing:
+            for mid, vec in zip(missing, enc.passages(list(missing.values())), strict=True):
+                out[mid] = vec
         return out
 
     def vector_search(self, space: str, vector: np.ndarray, k: int) -> dict[str, float]:

@@ -36,6 +36,7 @@ CHUNK = 1024            # buckets per measured write chunk
 FLOOR_SAMPLE = 5_000    # buckets whose texts the write floor is measured on, at most
 WARMUP = 3              # unmeasured turns first: index builds and first-call costs
 TURNS_PER_SESSION = 20
+REPLIES = ["嗯嗯，我记得。", "That sounds lovely.", "然后呢？", "Tell me more.", "听起来很开心！"]
 EDGE_SHARE = 0.2        # edges per bucket
 
 # ---------------------------------------------------------------- synthetic memories
@@ -257,8 +258,12 @@ def link_edges(brain, edges, stored_as: dict[str, str] | None = None) -> int:
     return len(done)
 
 
-def bench_turns(brain, queries: list[str], floor_queries: list[str], warmup: list[str]) -> dict:
-    """Turn latency through Brain.turn, then the floor: one uncached query embedding plus one bare Chroma query."""
+def bench_turns(brain, queries: list[str], floor_queries: list[str], warmup: list[str], context: int = 0) -> dict:
+    """Turn latency through Brain.turn, then the floor: one uncached query embedding plus one bare Chroma query.
+
+    With ``context`` N, each session is a sliding conversation: every turn hears the N messages before it
+    (the session's earlier queries, each followed by a short assistant reply), as a proxy would send them.
+    """
     emb = brain.store.embedder
     col = brain.store.chroma.collection(SPACE)
     k = brain.config.retrieval.vector_k
@@ -266,11 +271,16 @@ def bench_turns(brain, queries: list[str], floor_queries: list[str], warmup: lis
         brain.turn(SPACE, "bench-warmup", q, now=BASE_TIME + timedelta(minutes=i))
     turn_ms = []
     bar = _bar(len(queries) + len(floor_queries), "turns", "turn")
+    history: list[dict] = []
     for i, q in enumerate(queries):
         now = BASE_TIME + timedelta(hours=1, minutes=i)
+        if i % TURNS_PER_SESSION == 0:
+            history = []
+        heard = history[-context:] if context else None
         t0 = perf_counter()
-        brain.turn(SPACE, f"bench-{i // TURNS_PER_SESSION}", q, now=now)
+        brain.turn(SPACE, f"bench-{i // TURNS_PER_SESSION}", q, now=now, context=heard)
         turn_ms.append((perf_counter() - t0) * 1000)
+        history += [{"role": "user", "content": q}, {"role": "assistant", "content": REPLIES[i % len(REPLIES)]}]
         bar.update()
     floor_ms = []
     for q in floor_queries:
@@ -294,7 +304,7 @@ def rss_mb() -> float:
 
 
 def run_bench(buckets: int = 1000, queries: int = 200, *, seed: int = 7, write: bool = True, turns: bool = True,
-              config=None, data_dir: str | Path | None = None) -> dict:
+              config=None, data_dir: str | Path | None = None, context: int = 0) -> dict:
     """The whole benchmark in one process; returns the JSON object `ombre-brain bench --json` prints.
 
     With ``data_dir`` the store is built there and kept, with a ``bench-store.json`` marker naming
@@ -308,12 +318,13 @@ def run_bench(buckets: int = 1000, queries: int = 200, *, seed: int = 7, write: 
     if buckets < 1 or queries < 1:
         raise ValidationError("--buckets and --queries must be at least 1")
     if data_dir is not None:
-        return _run_in(Path(data_dir), buckets, queries, seed, write, turns, config)
+        return _run_in(Path(data_dir), buckets, queries, seed, write, turns, config, context)
     with tempfile.TemporaryDirectory(prefix="ombre-bench-") as tmp:
-        return _run_in(Path(tmp), buckets, queries, seed, write, turns, config)
+        return _run_in(Path(tmp), buckets, queries, seed, write, turns, config, context)
 
 
-def _run_in(root: Path, buckets: int, queries: int, seed: int, write: bool, turns: bool, config) -> dict:
+def _run_in(root: Path, buckets: int, queries: int, seed: int, write: bool, turns: bool, config,
+            context: int = 0) -> dict:
     from ..brain import Brain
     from ..errors import ValidationError
 
@@ -352,8 +363,8 @@ def _run_in(root: Path, buckets: int, queries: int, seed: int, write: bool, turn
         if turns:
             qs = synthetic_queries(queries + WARMUP, seed + 1)
             fq = synthetic_queries(queries, seed + 2, avoid=set(qs))
-            t = bench_turns(brain, qs[WARMUP:], fq, qs[:WARMUP])
-            out |= {"queries": queries, **t,
+            t = bench_turns(brain, qs[WARMUP:], fq, qs[:WARMUP], context=context)
+            out |= {"queries": queries, "context": context, **t,
                     "overhead_p95": round(t["turn_ms"]["p95"] / t["floor_ms"]["p95"], 2)
                     if t["floor_ms"]["p95"] else None}
         out["rss_mb"] = rss_mb()

@@ -28,6 +28,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from time import perf_counter
 
+from ..turn.conversation import context_messages
+
 SYSTEMS = ("ombre", "dense", "bm25")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 DEFAULT_KS = (5, 10, 25, 50)
@@ -54,11 +56,15 @@ class Memory:
 
 @dataclass(frozen=True)
 class Question:
-    """One query with the memory ids that answer it; ``category`` is LoCoMo's (0 when none)."""
+    """One query with the memory ids that answer it; ``category`` is LoCoMo's (0 when none).
+
+    ``context`` is the conversation before it ({role, content}, oldest first; MADial's dialogues).
+    """
 
     text: str
     wanted: tuple[str, ...]
     category: int = 0
+    context: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -137,7 +143,7 @@ def load_recall_yaml(path: str | Path) -> Dataset:
         want = tuple(str(w) for w in (q.get("want") or ()) if str(w) in known)
         if not isinstance(q, dict) or not q.get("q") or not want:
             raise ValidationError(f"{path}: query {i} needs a text `q` and `want` ids among the memories")
-        questions.append(Question(str(q["q"]), want))
+        questions.append(Question(str(q["q"]), want, context=context_messages(q.get("context"))))
     return Dataset(path.stem, memories, tuple(questions))
 
 
@@ -205,25 +211,30 @@ class Rankers:
         self.brain = brain
         self.space = space
 
-    def ombre(self, query: str, depth: int) -> list[str]:
+    def ombre(self, query: str, depth: int, context: Sequence[dict] = ()) -> list[str]:
+        return self.brain.search(self.space, query, depth, context=list(context) or None)
+
+    def ombre_last(self, query: str, depth: int, context: Sequence[dict] = ()) -> list[str]:
+        """The fused ranking on the last message alone, whatever came before it."""
         return self.brain.search(self.space, query, depth)
 
-    def dense(self, query: str, depth: int) -> list[str]:
+    def dense(self, query: str, depth: int, context: Sequence[dict] = ()) -> list[str]:
         vec = self.brain.store.embedder.query(query)
         return _best_per_bucket(self.brain.store.vector_search(self.space, vec, depth * POOL_FACTOR), depth)
 
-    def bm25(self, query: str, depth: int) -> list[str]:
+    def bm25(self, query: str, depth: int, context: Sequence[dict] = ()) -> list[str]:
         hits = self.brain.store.lexical_search(self.space, self.brain.tokenize(query), depth * POOL_FACTOR)
         return _best_per_bucket(hits, depth)
 
-    def run(self, system: str, queries: Sequence[str], depth: int,
-            tick: Callable[[], None] | None = None) -> tuple[list[list[str]], float]:
+    def run(self, system: str, queries: Sequence[str], depth: int, tick: Callable[[], None] | None = None,
+            contexts: Sequence[Sequence[dict]] | None = None) -> tuple[list[list[str]], float]:
         """Rank every query with one system; returns the rankings and the seconds spent."""
         rank = getattr(self, system)
         out = []
+        contexts = contexts or [()] * len(queries)
         t0 = perf_counter()
-        for q in queries:
-            out.append(list(rank(q, depth)))
+        for q, ctx in zip(queries, contexts, strict=True):
+            out.append(list(rank(q, depth, ctx)))
             if tick is not None:
                 tick()
         return out, perf_counter() - t0
@@ -257,12 +268,14 @@ def run_dataset(ds: Dataset, depth: int, *, config=None, show_progress: bool = T
         brain.store.embedder.queries(texts)  # cached: every system below reuses these vectors
         embed_s = perf_counter() - t0
         rankers = Rankers(brain, space)
-        for system in SYSTEMS:  # first calls load the query planner and word lists: not a per-query cost
+        contexts = [q.context for q in ds.questions]
+        systems = (*SYSTEMS, "ombre_last") if any(contexts) else SYSTEMS
+        for system in systems:  # first calls load the query planner and word lists: not a per-query cost
             rankers.run(system, texts[:1], depth)
         rankings, seconds = {}, {}
-        bar = _bar(len(texts) * len(SYSTEMS), f"{ds.name}: ranking", show_progress)
-        for system in SYSTEMS:
-            rankings[system], seconds[system] = rankers.run(system, texts, depth, tick=bar.update)
+        bar = _bar(len(texts) * len(systems), f"{ds.name}: ranking", show_progress)
+        for system in systems:
+            rankings[system], seconds[system] = rankers.run(system, texts, depth, tick=bar.update, contexts=contexts)
         bar.close()
         return {"rankings": rankings, "seconds": seconds, "embed_seconds": embed_s,
                 "model_id": brain.store.embedder.model_id}
@@ -328,7 +341,7 @@ def eval_recall(path: str | Path, *, config=None, show_progress: bool = True) ->
     got = run_dataset(ds, MRR_DEPTH, config=config, show_progress=show_progress)
     n = len(ds.questions)
     systems = {}
-    for s in SYSTEMS:
+    for s in got["rankings"]:
         ranks = got["rankings"][s]
         row = {f"hit@{k}": _pct([hit_at_k(r, q.wanted, k) for q, r in zip(ds.questions, ranks, strict=True)])
                for k in RECALL_KS}
@@ -373,7 +386,7 @@ def format_recall(res: dict) -> str:
     keys = [k for k in systems["ombre"] if k != "ms_per_query"]
     head = f"{res['queries']} queries (embedder {res['embedder']})"
     return head + "\n\n" + _table(["system", *keys, "ms/query"],
-                                  [[s, *(systems[s][k] for k in keys), systems[s]["ms_per_query"]] for s in SYSTEMS])
+                                  [[s, *(systems[s][k] for k in keys), systems[s]["ms_per_query"]] for s in systems])
 
 
 __all__ = ["eval_locomo", "eval_recall", "hit_at_k", "load_locomo", "load_recall_yaml", "recall_at_k",

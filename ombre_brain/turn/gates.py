@@ -78,15 +78,17 @@ def direct_seed_gate(plan: QueryPlan, cand: Candidate, decision: LayerDecision, 
     if mode == "explicit_old" and not plan.explicit_old:
         return GateResult(False, "archive_needs_explicit_old")
     adm = cand.admission
+    detail = {"evidence": adm.evidence, "features": dict(adm.features or {})} if adm.evidence is not None else None
     if not adm.admitted:
-        return GateResult(False, "context_only_match" if adm.reason == "context_only_match" else "no_topic_evidence")
+        reason = "context_only_match" if adm.reason == "context_only_match" else "no_topic_evidence"
+        return GateResult(False, reason, detail)
     if decision.layer == "favorite_memory":
         fav = favorite_tags(cfg)
         if cand.best.moment.section == "favorite_reason":
-            return GateResult(False, "context_only_match")
+            return GateResult(False, "context_only_match", detail)
         if adm.matched_terms and all(any(t.lower() in f for f in fav) for t in adm.matched_terms):
-            return GateResult(False, "favorite_tag_only")
-    return GateResult(True, f"admitted_{adm.reason}")
+            return GateResult(False, "favorite_tag_only", detail)
+    return GateResult(True, f"admitted_{adm.reason}", detail)
 
 
 def topic_evidence_gate(plan: QueryPlan, cand: Candidate, decision: LayerDecision, state: SessionState,

@@ -23,6 +23,7 @@ from ..buckets import Bucket
 from ..config import Config
 from ..memory_layers import infer_layer
 from ..recall_types import LayerDecision, QueryPlan, SessionState
+from .conversation import Message
 from .items import render_items
 from .related import related_stage
 from .sections import Turn, assemble
@@ -35,6 +36,7 @@ if TYPE_CHECKING:  # the stages only call methods on these; importing them here 
     from ..gateway.sessions import SessionStore
     from ..recall_policy import RecallPolicy
     from ..retrieval.candidates import Retriever
+    from ..retrieval.evidence import Admitter
     from ..store.bucket_store import BucketStore
 
 
@@ -46,6 +48,7 @@ class TurnParts:
     store: BucketStore
     policy: RecallPolicy
     retriever: Retriever
+    admitter: Admitter
     sessions: SessionStore
     dreams: DreamEngine | None = None
     facts: FactsStore | None = None
@@ -86,7 +89,7 @@ class _Laps:
 
 
 def run_turn(parts: TurnParts, space: str, session: str, query: str, now: datetime, *,
-             context: Sequence[dict] | None = None, dry_run: bool = False) -> Turn:
+             context: Sequence[Message] = (), dry_run: bool = False) -> Turn:
     lap = _Laps()
     plan = parts.policy.plan_query(query, context)
     state = parts.sessions.load(space, session, now, dry_run=dry_run)
@@ -94,6 +97,8 @@ def run_turn(parts: TurnParts, space: str, session: str, query: str, now: dateti
     lap("plan")
     retrieval = parts.retriever.search(space, plan) if not plan.skip_reason and parts.store.known_space(space) else None
     lap("candidates")
+    retrieval = parts.admitter.admit(space, plan, retrieval) if retrieval is not None else None
+    lap("admission")
     direct, suppressed = direct_stage(ctx, retrieval.candidates if retrieval is not None else ())
     lap("gates")
     related = related_stage(ctx, direct, suppressed)

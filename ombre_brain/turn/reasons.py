@@ -23,12 +23,15 @@ ADMISSION_REASONS: Mapping[str, str] = {
     "term_in_summary": "a discriminative query term is in the summary",
     "term_in_tags": "a discriminative query term is in the tags",
     "term_in_body": "a discriminative query term is in the body",
-    "semantic_above_threshold": "the cosine is above retrieval.semantic_admit for this embedder",
-    "semantic_not_evidence_for_cjk": "a CJK query under an English-only embedder: its cosine is no evidence",
+    "evidence_above_threshold": "the calibrated evidence that this is the memory asked about reaches the admit "
+                                "threshold of retrieval.admission",
+    "evidence_below_threshold": "the calibrated evidence that this is the memory asked about is below the admit "
+                                "threshold of retrieval.admission",
     "weak_term_coverage": "some query terms matched, but too little of what the query asks about",
+    "below_admission_rank": "only the retrieval.admission.max_rank best-ranked candidates are weighed for admission",
     "no_topic_evidence": "no discriminative term or reliable semantic score for this bucket",
 }
-ADMITTING = ("term_in_title", "term_in_summary", "term_in_tags", "term_in_body", "semantic_above_threshold")
+ADMITTING = ("term_in_title", "term_in_summary", "term_in_tags", "term_in_body", "evidence_above_threshold")
 
 REASONS: Mapping[str, str] = {
     "not_applicable": "the gate does not apply to this item",

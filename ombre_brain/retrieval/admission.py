@@ -1,0 +1,312 @@
+"""Admission: may a candidate become a direct hit? One calibrated evidence score (DESIGN §13).
+
+Ranking puts the right memory first; admission decides whether the companion sees it. For every
+direct candidate a small fixed feature vector is computed from what the turn already has:
+
+- ``lexical``: IDF-weighted coverage of the query's term groups by the bucket's admissible text
+  (title, summary, tags, main body; context-only sections never count);
+- ``cosine``: the best content moment's cosine to the query; ``dense_z``: how far it stands above
+  the query's own background in the space (z-score against the query's cosines to a fixed sample
+  of the space's moments); ``margin``: its distance below (or, for the best, above) the best other
+  candidate's cosine; ``gap``: its distance above the next lower candidate's cosine;
+- ``dense_rr`` and ``lexical_rr``: reciprocal ranks of the candidate in each channel;
+- ``cross_script``: the query and the memory are in different scripts (CJK and not), where lexical
+  evidence cannot exist and dense evidence alone must be able to admit.
+
+``evidence = sigmoid(w · x + b)`` with one weight set per embedding model
+(``retrieval.admission.models.<model id>``, fitted by ``ombre-brain calibrate``); a candidate is
+admitted when its evidence reaches the model's ``admit`` threshold. A model without fitted weights
+(any sentence-transformers model a user names) falls back to lexical-only admission: enough of
+the query's terms written in the memory. Context-only moments (comments, affect anchors, favorite
+reasons) are never admissible by themselves. Pure: scores and numbers in, Admission out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from ..config import ADMISSION_FEATURES, AdmissionModel
+from ..recall_types import Admission, Candidate
+from ..text import CJK_RE, is_cjk_text
+
+__all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admit", "asked_terms", "candidate_features",
+           "discriminative_terms", "evidence_of", "query_evidence", "term_weight"]
+
+FEATURES = ADMISSION_FEATURES
+"""The admission features, in a fixed order (weights are keyed by these names)."""
+
+MIN_BACKGROUND_STD = 0.01
+
+
+# ---------------------------------------------------------------- lexical evidence
+
+
+@lru_cache(maxsize=8)
+def _casefolded(words: tuple[str, ...]) -> frozenset[str]:
+    """The stop words, case-folded once per config rather than once per candidate."""
+    return frozenset(w.casefold() for w in words)
+
+
+def _query_terms(terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any,
+                 keep_unseen: bool) -> list[str]:
+    """Query terms long enough to mean something, minus stop words and terms common in the space.
+
+    A term with CJK needs ``retrieval.min_term_chars`` characters; any other term needs three
+    letters or digits. Every term needs ``idf(term) >= retrieval.min_idf``, except that with
+    ``keep_unseen`` a term no moment contains (idf 0) is kept too.
+    """
+    stop = _casefolded(tuple(cfg.lexical.stop_words))
+    out: list[str] = []
+    for raw in terms:
+        t = raw.strip().casefold()
+        if not t or t in stop or t in out:
+            continue
+        if CJK_RE.search(t):
+            long_enough = len(t) >= cfg.retrieval.min_term_chars
+        else:
+            long_enough = sum(ch.isalnum() for ch in t) >= 3
+        score = idf(t)
+        if long_enough and (score >= cfg.retrieval.min_idf or (keep_unseen and score == 0.0)):
+            out.append(t)
+    return out
+
+
+def discriminative_terms(terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any) -> list[str]:
+    """Query terms that can prove a topic: long enough, not stop words, not common in the space."""
+    return _query_terms(terms, idf=idf, cfg=cfg, keep_unseen=False)
+
+
+def _found(term: str, text: str) -> bool:
+    """Case-insensitive substring; a Latin term must start at a word start (parrot~parrots, not cat~educate)."""
+    if CJK_RE.search(term):
+        return term in text
+    i = text.find(term)
+    while i != -1:
+        prev = text[i - 1] if i else " "
+        if not prev.isalnum() or CJK_RE.match(prev):
+            return True
+        i = text.find(term, i + 1)
+    return False
+
+
+def term_weight(term: str) -> float:
+    """What a query term is worth as topic evidence: how specific it is in the language.
+
+    Everyday words (名字, 样子, 觉得) weigh little, specific ones (鹦鹉, 年糕) a lot; Latin words
+    have no prior here and weigh 1 each.
+    """
+    from .lexical import general_idf
+
+    if CJK_RE.search(term):
+        return max(general_idf(term) - 4.0, 0.5)
+    return 1.0
+
+
+def _term_groups(plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any) -> list[tuple[set[str], float]]:
+    """What the query asks about: its terms, with jieba's overlapping cuts (小时/小时候) grouped.
+
+    Terms the space has never seen still count (they are what an honest UNKNOWN is about);
+    terms so common in the space that they carry no information do not.
+    """
+    kept = _query_terms(plan_terms, idf=idf, cfg=cfg, keep_unseen=True)
+    groups: list[tuple[set[str], float]] = []
+    for t in sorted(kept, key=len, reverse=True):
+        for members, _w in groups:
+            if any(t in m for m in members):
+                members.add(t)
+                break
+        else:
+            groups.append(({t}, 0.0))
+    return [(members, max(term_weight(m) for m in members)) for members, _ in groups]
+
+
+@dataclasses.dataclass(frozen=True)
+class AskedTerms:
+    """What a query asks about, worked out once per query: admission runs once per candidate."""
+
+    terms: tuple[str, ...]                             # discriminative terms a field may contain
+    groups: tuple[tuple[frozenset[str], float], ...]  # weighted term groups, for coverage
+
+
+def asked_terms(plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any,
+                context: Sequence[tuple[str, float]] = ()) -> AskedTerms:
+    """The message's terms, plus the conversation's (``context``: (term, weight)) at their lower weights."""
+    groups = [(frozenset(m), w) for m, w in _term_groups(plan_terms, idf=idf, cfg=cfg)]
+    terms = list(discriminative_terms(plan_terms, idf=idf, cfg=cfg))
+    for t, weight in context:
+        for m, w in _term_groups([t], idf=idf, cfg=cfg):
+            if not any(m & g for g, _ in groups):
+                groups.append((frozenset(m), w * weight))
+        terms += [x for x in discriminative_terms([t], idf=idf, cfg=cfg) if x not in terms]
+    return AskedTerms(tuple(terms), tuple(groups))
+
+
+def _coverage(groups: Sequence[tuple[frozenset[str], float]], matched: Sequence[str]) -> float:
+    total = sum(w for _, w in groups)
+    if total <= 0:
+        return 0.0
+    got = set(matched)
+    return sum(w for members, w in groups if members & got) / total
+
+
+def lexical_match(candidate: Candidate, asked: AskedTerms) -> tuple[tuple[str, ...], str | None, float]:
+    """(matched terms, first field that holds one, coverage) over the bucket's admissible text."""
+    b = candidate.bucket
+    fields = (("title", b.title), ("summary", b.summary or ""), ("tags", "\n".join(b.tags)), ("body", b.main_text))
+    matched: list[str] = []
+    first: str | None = None
+    for name, text in fields:
+        low = text.casefold()
+        for t in asked.terms:
+            if _found(t, low):
+                first = first or name
+                if t not in matched:
+                    matched.append(t)
+    return tuple(matched), first, _coverage(asked.groups, matched) if first else 0.0
+
+
+# ---------------------------------------------------------------- dense evidence and the score
+
+
+@dataclasses.dataclass(frozen=True)
+class Background:
+    """The query's cosines to a fixed sample of the space's moments: the level a cosine must stand above.
+
+    In a space smaller than the sample, the sample holds the candidate itself; its own cosine is left
+    out of its z-score, which would otherwise be deflated by about half a standard deviation.
+    """
+
+    n: int
+    s1: float
+    s2: float
+    by_moment: Mapping[str, float]
+
+    @classmethod
+    def of(cls, ids: Sequence[str], cosines: Sequence[float]) -> Background | None:
+        if len(cosines) < 2:
+            return None
+        c = [float(x) for x in cosines]
+        return cls(len(c), sum(c), sum(x * x for x in c), dict(zip(ids, c, strict=True)))
+
+    @property
+    def mean(self) -> float:
+        return self.s1 / self.n
+
+    def z(self, cos: float, moment_id: str | None = None) -> float:
+        n, s1, s2 = self.n, self.s1, self.s2
+        own = self.by_moment.get(moment_id) if moment_id is not None else None
+        if own is not None and n > 2:
+            n, s1, s2 = n - 1, s1 - own, s2 - own * own
+        mean = s1 / n
+        std = math.sqrt(max(s2 / n - mean * mean, 0.0))
+        return (cos - mean) / max(std, MIN_BACKGROUND_STD)
+
+
+@dataclasses.dataclass(frozen=True)
+class QueryEvidence:
+    """What admission needs to know about the query and the whole candidate list, worked out once."""
+
+    asked: AskedTerms
+    query_is_cjk: bool
+    background: Background | None              # e5 cosines of the query to the space's sample
+    cosines: Mapping[str, float]               # bucket id -> best content cosine (the floor when not found)
+    dense_rank: Mapping[str, int]
+    lexical_rank: Mapping[str, int]
+    cjk_capable: bool = True                   # False: an English-only embedder (MiniLM maps CJK to [UNK])
+    second: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)  # bucket -> (cos, z)
+
+
+def content_cosine(c: Candidate) -> float | None:
+    scores = [h.vector_score for h in c.hits if not h.moment.context_only and h.vector_score is not None]
+    return max(scores) if scores else None
+
+
+def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cjk: bool,
+                   background: Background | None = None, cjk_capable: bool = True,
+                   exact: Mapping[str, float] | None = None,
+                   second: Mapping[str, tuple[float, float]] | None = None) -> QueryEvidence:
+    """Per query: each candidate's content cosine and its rank in each channel.
+
+    ``exact`` gives cosines computed from stored vectors for candidates dense search did not return;
+    any other such candidate gets the lowest cosine dense search returned (it ranked below them all).
+    """
+    found = {c.bucket.id: content_cosine(c) for c in cands}
+    found.update({b: v for b, v in (exact or {}).items() if found.get(b) is None})
+    floor = min((v for v in found.values() if v is not None),
+                default=background.mean if background else 0.0)
+    cosines = {bid: (v if v is not None else floor) for bid, v in found.items()}
+    dense = sorted((c.bucket.id for c in cands if content_cosine(c) is not None), key=lambda b: (-cosines[b], b))
+    lex_scores = {c.bucket.id: max((h.lexical_score or 0.0 for h in c.hits if not h.moment.context_only),
+                                   default=0.0) for c in cands}
+    lexical = sorted((b for b, s in lex_scores.items() if s > 0), key=lambda b: (-lex_scores[b], b))
+    return QueryEvidence(asked, query_is_cjk, background, cosines, {b: i for i, b in enumerate(dense, 1)},
+                         {b: i for i, b in enumerate(lexical, 1)}, cjk_capable=cjk_capable, second=dict(second or {}))
+
+
+def candidate_features(c: Candidate, q: QueryEvidence, coverage: float) -> dict[str, float]:
+    bid = c.bucket.id
+    cos = q.cosines[bid]
+    others = sorted((v for b, v in q.cosines.items() if b != bid), reverse=True)
+    best_other = others[0] if others else cos
+    lower = [v for v in others if v <= cos]
+    memory_cjk = is_cjk_text(c.best.moment.text if not c.best.moment.context_only else c.bucket.title)
+    use_cos, use_z = q.second.get(bid, (0.0, 0.0))
+    out = {
+        "lexical": round(coverage, 6),
+        "lexical_rr": round(1.0 / q.lexical_rank[bid], 6) if bid in q.lexical_rank else 0.0,
+        "cross_script": 1.0 if memory_cjk != q.query_is_cjk else 0.0,
+        "use_cos": round(use_cos, 6),
+        "use_z": round(use_z, 6),
+    }
+    if not q.cjk_capable and (q.query_is_cjk or memory_cjk):
+        # An English-only embedder maps CJK to [UNK]: its cosines say nothing, so the dense features are zero.
+        return out | {"cosine": 0.0, "dense_z": 0.0, "margin": 0.0, "gap": 0.0, "dense_rr": 0.0}
+    z = q.background.z(cos, c.best.moment.id) if q.background is not None else 0.0
+    return out | {
+        "cosine": round(cos, 6),
+        "dense_z": round(z, 6),
+        "margin": round(cos - best_other, 6),
+        "gap": round(cos - (lower[0] if lower else cos), 6),
+        "dense_rr": round(1.0 / q.dense_rank[bid], 6) if bid in q.dense_rank else 0.0,
+    }
+
+
+def evidence_of(features: Mapping[str, float], model: AdmissionModel) -> float:
+    """sigmoid(w · x + b): the calibrated probability that this candidate is a wanted memory."""
+    z = model.bias + sum(w * features.get(name, 0.0) for name, w in model.weights.items())
+    return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionModel | None) -> Admission:
+    """Whether a candidate has evidence enough for a direct hit (DESIGN §13; the direct seed gate reads it).
+
+    1. only context-only moments matched -> ``context_only_match``, never admitted;
+    2. with a fitted model: ``evidence_above_threshold`` when evidence >= the model's ``admit``, else
+       ``evidence_below_threshold``;
+    3. without one (lexical-only): a discriminative query term in the title, summary, tags or
+       main body covering at least ``retrieval.min_term_coverage`` of the query's term weight ->
+       ``term_in_<field>``; some terms but too little coverage -> ``weak_term_coverage``;
+       otherwise ``no_topic_evidence``.
+    """
+    content = [h for h in candidate.hits if not h.moment.context_only]
+    semantic = content_cosine(candidate)
+    if not content:
+        return Admission(False, "context_only_match", semantic_score=semantic)
+    matched, first, coverage = lexical_match(candidate, q.asked)
+    if model is not None and candidate.rank > cfg.retrieval.admission.max_rank:
+        return Admission(False, "below_admission_rank", matched, semantic, coverage)
+    if model is not None:
+        feats = candidate_features(candidate, q, coverage)
+        ev = evidence_of(feats, model)
+        ok = ev >= model.admit
+        return Admission(ok, "evidence_above_threshold" if ok else "evidence_below_threshold", matched, semantic,
+                         coverage, evidence=round(ev, 6), features=feats)
+    if first is not None and coverage >= cfg.retrieval.min_term_coverage:
+        return Admission(True, f"term_in_{first}", matched, semantic, coverage)
+    if first is not None:
+        return Admission(False, "weak_term_coverage", matched, semantic, coverage)
+    return Admission(False, "no_topic_evidence", semantic_score=semantic)

@@ -1,0 +1,134 @@
+"""The admission stage's I/O: the query's background in the space, exact cosines, the second opinion.
+
+Everything here gathers numbers from the store and the encoders and hands them to the pure
+:mod:`.admission`, which computes the features and the verdict (DESIGN §13). Kept apart from
+:mod:`.candidates` so that search and admission stay two stages of the pipeline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Sequence
+from time import perf_counter
+
+import numpy as np
+
+from ..config import AdmissionModel, Config
+from ..recall_types import Candidate, QueryPlan
+from ..text import is_cjk_text
+from .admission import Background, QueryEvidence, admit, asked_terms, content_cosine, query_evidence
+from .candidates import Retrieval, conversation_vector
+
+log = logging.getLogger("ombre_brain")
+
+BACKGROUND_SAMPLE = 256  # moments whose cosines to the query are its background in the space
+MIN_BACKGROUND = 8
+
+
+class Admitter:
+    """Admission for one store: each weighed candidate's evidence, against the fitted model of its embedders."""
+
+    def __init__(self, store, config: Config) -> None:
+        self.store = store
+        self.cfg = config
+        self._samples: dict[str, tuple[int, tuple]] = {}  # space -> (moments when sampled, the sample)
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+
+    def admit(self, space: str, plan: QueryPlan, found: Retrieval) -> Retrieval:
+        """The admission stage: each candidate's evidence and verdict (DESIGN §13), on the found candidates."""
+        if not found.candidates:
+            return found
+        t0 = perf_counter()
+        model = self.admission_model(self.model_key())
+        q = self.query_evidence(space, plan, found, dense=model is not None)
+        cands = tuple(dataclasses.replace(c, admission=admit(c, q, cfg=self.cfg, model=model))
+                      for c in found.candidates)
+        ms = dict(found.ms, admission=(perf_counter() - t0) * 1000)
+        return dataclasses.replace(found, candidates=cands, ms=ms)
+
+    def model_key(self) -> str:
+        """What admission weights are fitted for: the embedder, plus the second opinion when it is on."""
+        second = self.store.second
+        emb = self.store.embedder.model_id
+        return f"{emb}+{second.model_id}" if second is not None else emb
+
+    def query_evidence(self, space: str, plan: QueryPlan, found: Retrieval, *, dense: bool = True) -> QueryEvidence:
+        """What admission knows about the query: its asked terms, its background, the channels' ranks, and for the
+        candidates it weighs, exact cosines and the second opinion."""
+        emb = self.store.embedder
+        query = plan.query or plan.normalized
+        asked = asked_terms(plan.terms, idf=self.store.lexical(space).idf, cfg=self.cfg, context=plan.context_terms)
+        background = exact = second = None
+        if dense and query.strip():
+            weighed = [c for c in found.candidates if c.rank <= self.cfg.retrieval.admission.max_rank]
+            qvec = found.qvec if found.qvec is not None else conversation_vector(emb.query, plan)
+            sample = self._sample(space)
+            if sample is not None:
+                background = Background.of(sample[0], (sample[1] @ np.asarray(qvec, dtype=np.float32)).tolist())
+            exact = self._exact_cosines(space, qvec, [c for c in weighed if content_cosine(c) is None])
+            second = self._second_opinion(space, plan, weighed, sample)
+        return query_evidence(found.candidates, asked, query_is_cjk=is_cjk_text(query), background=background,
+                              cjk_capable=emb.cjk_capable, exact=exact, second=second)
+
+    def _exact_cosines(self, space: str, qvec: np.ndarray, cands: Sequence[Candidate]) -> dict[str, float]:
+        """Cosines of candidates lexical search alone found, from their best content moment's stored vector."""
+        best = {c.bucket.id: next((h.moment.id for h in c.hits if not h.moment.context_only), None) for c in cands}
+        got = self.store.chroma.get_vectors(space, [m for m in best.values() if m])
+        q = np.asarray(qvec, dtype=np.float32)
+        return {bid: float(got[m] @ q) for bid, m in best.items() if m in got}
+
+    def _second_opinion(self, space: str, plan: QueryPlan, cands: Sequence[Candidate],
+                        sample: tuple[list[str], np.ndarray, dict] | None) -> dict[str, tuple[float, float]]:
+        enc = self.store.second
+        if enc is None or not cands:
+            return {}
+        qv = conversation_vector(enc.query, plan)
+        best = {c.bucket.id: next((h.moment.id for h in c.hits if not h.moment.context_only), c.best.moment.id)
+                for c in cands}
+        vecs = self.store.second_vectors(space, list(best.values()))
+        bg = None
+        if sample is not None and sample[2]:
+            ids = [i for i in sample[0] if i in sample[2]]
+            bg = Background.of(ids, [float(sample[2][i] @ qv) for i in ids])
+        out = {}
+        for bid, mid in best.items():
+            if mid in vecs:
+                cos = float(vecs[mid] @ qv)
+                out[bid] = (cos, bg.z(cos, mid) if bg is not None else 0.0)
+        return out
+
+    def admission_model(self, model_id: str) -> AdmissionModel | None:
+        """The fitted admission for this embedder, or None (lexical-only admission, with a warning once)."""
+        model = self.cfg.retrieval.admission.models.get(model_id)
+        if model is None and model_id not in self._warned:
+            self._warned.add(model_id)
+            log.warning("embedding model %s has no fitted admission (retrieval.admission.models): direct recall "
+                        "admits on lexical evidence only; run `ombre-brain calibrate` on labelled data to fit one",
+                        model_id)
+        return model
+
+    def _sample(self, space: str) -> tuple[list[str], np.ndarray, dict] | None:
+        """(moment ids, their e5 vectors, their second-opinion vectors) of the space's background sample."""
+        n = len(self.store.lexical(space))
+        with self._lock:
+            hit = self._samples.get(space)
+        if hit is not None and (hit[0] == n or (len(hit[1][0]) >= BACKGROUND_SAMPLE and abs(n - hit[0]) <= n * 0.1)):
+            return hit[1]
+        got = self.store.sample_moments(space, BACKGROUND_SAMPLE)
+        if got is None or len(got[0]) < MIN_BACKGROUND:
+            return None
+        sample = (got[0], got[1], self.store.second_vectors(space, got[0]))
+        with self._lock:
+            self._samples[space] = (n, sample)
+        return sample
+
+    def clear_cache(self) -> None:
+        """Forget the sampled background vectors (a purge: they were made from memory text)."""
+        with self._lock:
+            self._samples.clear()
+
+
+__all__ = ["Admitter"]

@@ -1,0 +1,274 @@
+"""Admission (DESIGN §13): each feature of the evidence score, the calibrated decision, the lexical fallback."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ombre_brain.buckets import Bucket, Comment, build_moments
+from ombre_brain.config import ADMISSION_FEATURES, AdmissionModel, load_config
+from ombre_brain.recall_types import MomentHit
+from ombre_brain.retrieval.admission import (
+    Background,
+    admit,
+    asked_terms,
+    candidate_features,
+    discriminative_terms,
+    evidence_of,
+    lexical_match,
+    query_evidence,
+)
+from ombre_brain.retrieval.fusion import group_by_bucket
+
+CFG = load_config()
+
+
+def high_idf(term: str) -> float:
+    return 3.0
+
+
+RAIN = Bucket(
+    id="rain_walk", space="s", title="雨夜散步", tags=("散步",),
+    body="### moment\n下班后我们在雨里散步，小雨把伞往我这边倾斜，自己的肩膀湿透了。\n"
+         "### affect_anchor\n那种被偷偷照顾的酸涩和温柔，像薄荷糖在舌尖慢慢化开。\n",
+    comments=(Comment("haven", "2026-01-01T00:00:00+00:00", "便利店的薄荷糖"),),
+)
+RAIN_MOMENTS = {m.id: m for m in build_moments(RAIN)}
+DOG = Bucket(id="dog", space="s", title="Our dog Biscuit chews every slipper in the house")
+SEA = Bucket(id="sea", space="s", title="一起去海边看日出")
+MINT_TERMS = ["我", "今天", "在", "便利店", "买", "了", "一包", "薄荷糖"]  # what jieba makes of the query
+
+
+def hit(mid: str, fused: float, cos: float | None = None, bm25: float | None = None) -> MomentHit:
+    return MomentHit(RAIN_MOMENTS[mid], vector_score=cos, lexical_score=bm25, fused=fused)
+
+
+def cands_of(*rows):
+    """rows: (bucket, cosine or None, bm25 or None); one content hit per bucket."""
+    hits = [MomentHit(build_moments(b)[0], vector_score=cos, lexical_score=bm, fused=(cos or 0) + (bm or 0) / 10)
+            for b, cos, bm in rows]
+    return group_by_bucket(hits, {b.id: b for b, _, _ in rows})
+
+
+def evidence_for(cands, terms, *, query_is_cjk=True, background=(0.80, 0.02), cjk_capable=True):
+    """``background``: (mean, std) of the query's cosines to the space's sample, or None."""
+    asked = asked_terms(terms, idf=high_idf, cfg=CFG)
+    bg = None
+    if background is not None:
+        mean, std = background
+        bg = Background.of(["bg1", "bg2"], [mean - std, mean + std])
+    return query_evidence(cands, asked, query_is_cjk=query_is_cjk, background=bg, cjk_capable=cjk_capable)
+
+
+def features(cands, terms, which=0, **kw):
+    q = evidence_for(cands, terms, **kw)
+    c = cands[which]
+    return candidate_features(c, q, lexical_match(c, q.asked)[2])
+
+
+# ---------------------------------------------------------------- features, one by one
+
+
+def test_lexical_feature_is_term_coverage():
+    c = cands_of((RAIN, 0.8, 5.0))
+    assert features(c, ["散步"])["lexical"] == 1.0
+    assert features(c, ["散步", "鹦鹉"])["lexical"] == pytest.approx(0.5, abs=0.3)  # weighted by general idf
+    assert features(c, ["鹦鹉"])["lexical"] == 0.0
+
+
+def test_dense_features_stand_the_cosine_against_the_background_and_the_others():
+    c = cands_of((SEA, 0.90, None), (DOG, 0.84, None), (RAIN, 0.82, None))
+    top, second = features(c, [], 0), features(c, [], 1)
+    assert top["cosine"] == pytest.approx(0.90)
+    assert top["dense_z"] == pytest.approx((0.90 - 0.80) / 0.02)
+    assert top["margin"] == pytest.approx(0.06) and second["margin"] == pytest.approx(-0.06)
+    assert top["gap"] == pytest.approx(0.06) and second["gap"] == pytest.approx(0.02)
+    assert top["dense_rr"] == 1.0 and second["dense_rr"] == 0.5
+
+
+def test_a_candidate_only_lexical_search_found_gets_the_lowest_cosine():
+    c = cands_of((SEA, 0.90, None), (RAIN, None, 4.0))
+    rain = next(i for i, x in enumerate(c) if x.bucket.id == "rain_walk")
+    f = features(c, ["散步"], rain)
+    assert f["cosine"] == pytest.approx(0.90) and f["dense_rr"] == 0.0 and f["lexical_rr"] == 1.0
+
+
+def test_cross_script_marks_a_question_in_another_language():
+    c = cands_of((SEA, 0.85, None), (DOG, 0.80, None))
+    assert features(c, [], 0, query_is_cjk=False)["cross_script"] == 1.0   # English question, Chinese memory
+    assert features(c, [], 1, query_is_cjk=False)["cross_script"] == 0.0
+    assert features(c, [], 1, query_is_cjk=True)["cross_script"] == 1.0
+
+
+def test_an_english_only_embedder_gives_no_dense_evidence_on_cjk():
+    c = cands_of((SEA, 0.99, None), (DOG, 0.20, None))
+    f = features(c, [], 0, cjk_capable=False)
+    assert f["cosine"] == f["dense_z"] == f["margin"] == f["dense_rr"] == 0.0
+
+
+def test_no_background_means_no_z():
+    c = cands_of((SEA, 0.90, None))
+    assert features(c, [], background=None)["dense_z"] == 0.0
+
+
+# ---------------------------------------------------------------- the score and the decision
+
+
+def test_evidence_is_the_sigmoid_of_the_weighted_features():
+    m = AdmissionModel(weights={"lexical": 2.0, "dense_z": 0.5}, bias=-3.0, admit=0.5)
+    f = {n: 0.0 for n in ADMISSION_FEATURES} | {"lexical": 1.0, "dense_z": 4.0}
+    assert evidence_of(f, m) == pytest.approx(1 / (1 + math.exp(-(2.0 + 2.0 - 3.0))))
+
+
+def test_calibrated_admission_carries_its_evidence_and_features():
+    c = cands_of((SEA, 0.90, None), (DOG, 0.81, None))
+    q = evidence_for(c, [], query_is_cjk=False)
+    model = AdmissionModel(weights={"dense_z": 1.0}, bias=-3.0, admit=0.5)
+    top, other = (admit(x, q, cfg=CFG, model=model) for x in c)
+    assert (top.admitted, top.reason) == (True, "evidence_above_threshold")
+    assert (other.admitted, other.reason) == (False, "evidence_below_threshold")
+    assert top.evidence > 0.5 > other.evidence and set(top.features) == set(ADMISSION_FEATURES)
+    assert top.summary().startswith("evidence 0.") and "cross-script" in top.summary()
+    assert top.to_dict()["evidence"] == top.evidence
+
+
+def test_context_only_hits_are_never_admitted_whatever_the_model():
+    c = group_by_bucket([hit("rain_walk#2", 0.9, 0.99, 6.0), hit("rain_walk#3", 0.5, 0.99)], {"rain_walk": RAIN})
+    q = evidence_for(c, ["薄荷糖", "散步"])
+    generous = AdmissionModel(weights={}, bias=10.0, admit=0.1)
+    for model in (None, generous):
+        a = admit(c[0], q, cfg=CFG, model=model)
+        assert (a.admitted, a.reason) == (False, "context_only_match")
+
+
+# ---------------------------------------------------------------- lexical-only fallback (no fitted model)
+
+
+def test_affect_anchor_is_not_bait():
+    c = group_by_bucket([hit("rain_walk#2", 0.9, 0.83, 6.0), hit("rain_walk#1", 0.5, 0.84),
+                         hit("rain_walk#0", 0.4, 0.84)], {"rain_walk": RAIN})
+    a = admit(c[0], evidence_for(c, MINT_TERMS), cfg=CFG, model=None)
+    assert (a.admitted, a.matched_terms, a.reason) == (False, (), "no_topic_evidence")
+
+
+def test_term_evidence_names_the_first_field():
+    c = group_by_bucket([hit("rain_walk#1", 0.8, 0.3, 5.0)], {"rain_walk": RAIN})
+    a = admit(c[0], evidence_for(c, ["还记得", "下雨天", "散步"]), cfg=CFG, model=None)
+    assert (a.admitted, a.reason, a.matched_terms) == (True, "term_in_title", ("散步",))
+    assert admit(c[0], evidence_for(c, ["肩膀"]), cfg=CFG, model=None).reason == "term_in_body"
+
+
+def test_terms_need_length_idf_and_must_not_be_stop_words():
+    assert discriminative_terms(["我", "散", "散步", "the", "cat", "a1"], idf=high_idf, cfg=CFG) == ["散步", "cat"]
+    assert discriminative_terms(["散步"], idf=lambda t: 0.1, cfg=CFG) == []
+
+
+def test_latin_terms_match_at_word_starts():
+    b = Bucket(id="p", space="s", title="Parrots", body="We talked about education.")
+    c = group_by_bucket([MomentHit(build_moments(b)[0], fused=1.0)], {"p": b})
+    assert admit(c[0], evidence_for(c, ["parrot"], query_is_cjk=False), cfg=CFG, model=None).reason == "term_in_title"
+    assert not admit(c[0], evidence_for(c, ["cat"], query_is_cjk=False), cfg=CFG, model=None).admitted
+
+
+def test_a_model_without_fitted_weights_warns_and_admits_lexically(tmp_path, caplog):
+    """Any sentence-transformers model a user names has no fitted admission: lexical-only, with a warning."""
+    from ombre_brain import Brain
+
+    caplog.set_level("WARNING", logger="ombre_brain")
+    cfg = {"retrieval": {"admission": {"models": {}}}}
+    with Brain.open(tmp_path / "d", cfg) as b:
+        b.write(space="a:b", title="我们一起去海边看日出")
+        b.write(space="a:b", title="周末在家做了红烧肉")
+        b.write(space="a:b", title="小雨的猫叫年糕")
+        t = b.turn("a:b", "s", "还记得我们去海边看日出吗", dry_run=True)
+        assert t.item_ids("recalled_memory")
+        c = t.debug["retrieval"].candidates[0]
+        assert c.admission.evidence is None and c.admission.reason.startswith("term_in_")
+    assert any("no fitted admission" in r.message for r in caplog.records)
+
+
+# ---------------------------------------------------------------- through real turns
+
+
+def _generous(brain_path):
+    """A config whose fitted admission admits every weighed candidate, for whichever model key this machine has."""
+    from ombre_brain import Brain
+
+    with Brain.open(brain_path / "probe") as b:
+        key = b.admitter.model_key()
+    return {"retrieval": {"admission": {"models": {key: {"weights": {}, "bias": 10.0, "admit": 0.5}}}}}
+
+
+def test_weather_dreams_and_context_only_moments_never_admit(tmp_path):
+    """Whatever the evidence, the layer rules stand: weather and dreams are never direct hits, nor is a moment
+    that is only a comment or an affect anchor the reason a bucket is recalled."""
+    from ombre_brain import Brain
+    from ombre_brain.buckets import CONTEXT_ONLY_SECTIONS
+
+    with Brain.open(tmp_path / "d", _generous(tmp_path)) as b:
+        s = "gen:x"
+        b.write(space=s, id="weather", type="feel", tags=["relationship_weather"], title="暖暖的一周 海边的风")
+        b.write(space=s, id="dream", type="dream", title="梦见海边", body="梦里我们在海边走了很久。")
+        b.write(space=s, id="anchor", title="周末做饭",
+                body="### moment\n周末一起做了红烧肉。\n### affect_anchor\n海边的风吹过来的那种安心。")
+        b.write(space=s, id="sea", title="一起去海边看日出")
+        t = b.turn(s, "s1", "还记得海边吗", dry_run=True)
+        assert "sea" in t.item_ids("recalled_memory")
+        assert not {"weather", "dream"} & set(t.item_ids("recalled_memory"))
+        verdicts = [(x.bucket_id, x.runtime_gate["direct_seed"]["reason"]) for x in t.suppressed]
+        verdicts += [(k, v["runtime_gate"]["direct_seed"]["reason"]) for k, v in t.debug["trace"].items()]
+        assert ("weather", "layer_never_direct") in verdicts and ("dream", "dream_resonance_only") in verdicts
+        for it in t.section("recalled_memory").items:  # a recalled bucket is recalled for a content moment
+            moment = next(m for m in b.store.moments(s, it.bucket_id) if m.id == it.moment_id)
+            assert moment.section not in CONTEXT_ONLY_SECTIONS
+
+
+def test_the_direct_seed_gate_carries_the_evidence_and_the_debug_page_shows_it(tmp_path):
+    from ombre_brain import Brain
+    from ombre_brain.server.app import create_app
+
+    with Brain.open(tmp_path / "d", _generous(tmp_path)) as b:
+        b.write(space="dbg:x", id="sea", title="一起去海边看日出")
+        b.write(space="dbg:x", id="pork", title="周末做了红烧肉")
+        t = b.turn("dbg:x", "s1", "还记得海边吗", dry_run=True)
+        item = t.section("recalled_memory").items[0]
+        ds = item.runtime_gate["direct_seed"]
+        assert ds["reason"] == "admitted_evidence_above_threshold" and ds["evidence"] > 0.5
+        assert set(ds["features"]) >= {"lexical", "dense_z", "cross_script"}
+        client = create_app(b).test_client()
+        data = client.get("/api/recall-debug", query_string={"space": "dbg:x", "q": "还记得海边吗"}).get_json()
+        sea = next(c for c in data["candidates"] if c["bucket_id"] == "sea")
+        assert sea["admission"]["evidence"] > 0.5 and sea["admission_summary"].startswith("evidence ")
+        html = client.get("/debug/", query_string={"space": "dbg:x", "q": "还记得海边吗"}).get_data(as_text=True)
+        assert "admitted: evidence " in html and "dense z" in html
+
+
+def test_calibrate_separates_a_tiny_hand_made_set(tmp_path):
+    """The fitted threshold puts every positive's memory above and every negative's candidates below it."""
+    import yaml
+
+    from ombre_brain.tools.calibrate import calibrate, write_overlay
+
+    data = {
+        "memories": {"m1": "我们一起去海边看日出", "m2": "周末在家做了红烧肉", "m3": "小猫年糕喜欢晒太阳",
+                     "m4": "第一次滑雪摔了二十次", "m5": "外婆做的酸辣粉最好吃", "m6": "每周六上午学钢琴"},
+        "queries": [{"q": "还记得去海边看日出吗", "want": ["m1"]}, {"q": "红烧肉那次", "want": ["m2"]},
+                    {"q": "年糕晒太阳", "want": ["m3"]}, {"q": "滑雪摔跤的事", "want": ["m4"]},
+                    {"q": "外婆的酸辣粉", "want": ["m5"]}, {"q": "钢琴课是哪天", "want": ["m6"]}],
+        "negatives": ["我的自行车停在哪里", "我大学在哪个城市读的", "我们看过什么演唱会"],
+        "casual": ["晚安"],
+    }
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    res = calibrate([path], folds=2, show_progress=False)
+    by = res["in_sample"]["by_kind"]
+    assert by["positive"]["zh"]["pct"] == 100.0
+    assert by["negative"]["zh"]["pct"] == 0.0
+    assert 0 < res["model"]["admit"] < 1 and res["candidates"] > 6
+    out = tmp_path / "overlay.yaml"
+    write_overlay(res, out)
+    from ombre_brain.config import load_config
+
+    cfg = load_config(out)
+    assert res["model_id"] in cfg.retrieval.admission.models
