@@ -64,12 +64,16 @@ def _row(section: SectionOut, item) -> dict[str, Any]:
     gate = item.runtime_gate or {}
     reason = gate.get("reason") or ""
     return {"bucket_id": item.bucket_id, "section": section.key, "layer": item.layer, "shape": item.shape,
-            "reason": reason, "why": describe(reason), "text": item.text}
+            "reason": reason, "why": describe(reason), "text": item.text, "layer_debug": item.layer_debug,
+            "runtime_gate": gate}
 
 
 def turn_view(turn: Turn, cfg: Config, *, keep: Callable[[str], bool] | None = None,
               limit: int | None = None) -> tuple[str, dict[str, Any]]:
     """A turn as the rendered sections plus an index of every memory with its id, layer and gate reason.
+
+    The structured rows carry the turn's own ``layer_debug`` and ``runtime_gate`` objects, the
+    same explanations ``/v1/inject`` gives.
 
     ``keep`` drops memories (a domain or date filter); ``limit`` caps how many are listed. Notes
     that are not memories (the UNKNOWN line, the persona block) stay.
@@ -95,7 +99,8 @@ def turn_view(turn: Turn, cfg: Config, *, keep: Callable[[str], bool] | None = N
         if s.bucket_id in seen or (keep is not None and not keep(s.bucket_id)):
             continue
         seen.add(s.bucket_id)
-        kept_out.append({"bucket_id": s.bucket_id, "layer": s.layer, "reason": s.reason, "why": describe(s.reason)})
+        kept_out.append({"bucket_id": s.bucket_id, "layer": s.layer, "reason": s.reason, "why": describe(s.reason),
+                         "layer_debug": s.layer_debug, "runtime_gate": s.runtime_gate})
     rendered = render_markdown(groups[0], groups[1], cfg.render.framing_line)
     blocks = [rendered or "(no memory to show)"]
     if rows:

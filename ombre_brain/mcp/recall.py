@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ValidationError
+from ..memory_layers import infer_layer
 from .access import Call
 from .format import Reply, bucket_brief, quote, turn_view
 
@@ -87,7 +88,9 @@ def breath_search(call: Call, query: str, max_results: int = 0, domain: str = ""
                 f"{', archived' if exact.archived else ''}, found by its id).\n\n{call.config.render.framing_line}\n\n"
                 + "\n".join(f"> {line}" for line in _lines(exact.title, exact.body)))
         return Reply(text, {"tool": "breath_search", "space": space, "found_by": "bucket_id",
-                            "items": [{**brief, "text": exact.body}], "kept_out": []})
+                            "items": [{**brief, "text": exact.body,
+                                       "layer_debug": infer_layer(exact, call.config).to_dict()}],
+                            "kept_out": []})
     turn = brain.turn(space, call.access.session, query, dry_run=True)
     keep = _filter(brain, space, turn, domain, date_from, date_to)
     text, data = turn_view(turn, call.config, keep=keep, limit=max_results or call.config.mcp.search_max_results)
