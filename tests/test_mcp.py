@@ -521,3 +521,12 @@ def test_rule_splitting_follows_paragraphs_then_topics():
     assert len(split_by_rules("短短一句", tokenize=tok)) == 1
     title = derive_title("### moment\n我们在海边捡贝壳，小雨说想每年都来一次。后来回家了。")
     assert title == "我们在海边捡贝壳，小雨说想每年都来一次。"
+
+
+def test_the_latency_tool_measures_both_paths(tmp_path, capsys):
+    """`python -m ombre_brain.tools.mcp_latency` runs end to end (the numbers themselves are not asserted)."""
+    from ombre_brain.tools.mcp_latency import main as latency
+
+    assert latency(["--data", str(tmp_path / "data"), "--demo", "--n", "3", "--warmup", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["inject"]["n"] == out["mcp_breath_search"]["n"] == 3 and out["mcp_items"] > 0 and out["p95_ratio"] > 0
