@@ -19,6 +19,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from .. import __version__
 from ..errors import OmbreError
 from . import recall, status, write
 from . import trace as tracing
@@ -71,7 +72,7 @@ class OmbreMCP:
         self.brain = brain
         self.default_space = default_space(brain.config, space)
         self.stdio = stdio
-        self.server = MCPServer("Ombre Brain", instructions=INSTRUCTIONS, log_level="WARNING",
+        self.server = MCPServer("Ombre Brain", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING",
                                 middleware=[_schema_errors])
         _register(self)
 
