@@ -24,7 +24,8 @@ from ..turn.sections import Turn
 
 __all__ = ["Reply", "bucket_brief", "quote", "turn_view"]
 
-MAX_KEPT_OUT = 10
+MAX_KEPT_OUT = 10        # kept-out memories named in the text
+MAX_KEPT_OUT_DATA = 50   # ... and in the structured content
 
 
 @dataclass
@@ -72,8 +73,10 @@ def turn_view(turn: Turn, cfg: Config, *, keep: Callable[[str], bool] | None = N
               limit: int | None = None) -> tuple[str, dict[str, Any]]:
     """A turn as the rendered sections plus an index of every memory with its id, layer and gate reason.
 
-    The structured rows carry the turn's own ``layer_debug`` and ``runtime_gate`` objects, the
-    same explanations ``/v1/inject`` gives.
+    Each memory shown carries the turn's own ``layer_debug`` and ``runtime_gate`` objects, the same
+    explanations ``/v1/inject`` gives; a memory kept out carries its layer and reason code (the
+    full objects of every candidate would triple the reply, and the SDK's serialisation of it
+    costs more than the turn; ``/api/recall-debug`` has them all).
 
     ``keep`` drops memories (a domain or date filter); ``limit`` caps how many are listed. Notes
     that are not memories (the UNKNOWN line, the persona block) stay.
@@ -99,8 +102,7 @@ def turn_view(turn: Turn, cfg: Config, *, keep: Callable[[str], bool] | None = N
         if s.bucket_id in seen or (keep is not None and not keep(s.bucket_id)):
             continue
         seen.add(s.bucket_id)
-        kept_out.append({"bucket_id": s.bucket_id, "layer": s.layer, "reason": s.reason, "why": describe(s.reason),
-                         "layer_debug": s.layer_debug, "runtime_gate": s.runtime_gate})
+        kept_out.append({"bucket_id": s.bucket_id, "layer": s.layer, "reason": s.reason, "why": describe(s.reason)})
     rendered = render_markdown(groups[0], groups[1], cfg.render.framing_line)
     blocks = [rendered or "(no memory to show)"]
     if rows:
@@ -113,5 +115,6 @@ def turn_view(turn: Turn, cfg: Config, *, keep: Callable[[str], bool] | None = N
                                   *(f"- {k['bucket_id']} · {k['layer']} · {k['reason']}: {k['why']}"
                                     for k in kept_out[:MAX_KEPT_OUT]), *more]))
     data = {"space": turn.space, "session": turn.session, "at": turn.at, "plan": turn.plan.to_dict(),
-            "items": rows, "kept_out": kept_out, "rendered": rendered, "tokens": turn.tokens}
+            "items": rows, "kept_out": kept_out[:MAX_KEPT_OUT_DATA], "kept_out_total": len(kept_out),
+            "rendered": rendered, "tokens": turn.tokens}
     return "\n\n".join(blocks), data
