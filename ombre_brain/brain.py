@@ -26,6 +26,7 @@ from .facts import FactsStore
 from .forget.keys import ensure_local_key
 from .forget.purge import Forgetter
 from .gateway.core import Gateway
+from .mcp.breath import breath_parts
 from .recall_policy import RecallPolicy
 from .recall_types import Edge
 from .retrieval.candidates import Retriever
@@ -86,6 +87,7 @@ class Brain:
         self.parts = TurnParts(config=cfg, store=self.store, policy=self.policy, retriever=self.retriever,
                                admitter=self.admitter, sessions=self.gateway.sessions, dreams=self.dream_engine,
                                facts=self.facts)
+        self.breath_parts = breath_parts(self.parts)
         self._turn_locks = [threading.Lock() for _ in range(TURN_LOCK_STRIPES)]
         self.store.reconcile()
         self.forget.reconcile()
@@ -253,6 +255,18 @@ class Brain:
         # session at once would both take the same round. Serialise them (striped: bounded memory).
         with self._turn_locks[hash((space, session)) % len(self._turn_locks)]:
             return run_turn(self.parts, space, session, query, when, context=heard, dry_run=False)
+
+    def breath(self, space: str, session: str = "default", now: datetime | str | None = None) -> Turn:
+        """What to hold in mind now, without a query (MCP ``breath()``): a dry-run turn through ``mcp.breath``.
+
+        Core memory, recent context, weather and a dream, each through its gate; nothing is
+        recorded (no round, cooldown or dream claim), so a tool call never spends a chat turn's.
+        """
+        validate_space(space)
+        if not isinstance(session, str) or not session or len(session) > 200:
+            raise ValidationError("expected a non-empty string of at most 200 characters", field="session_id")
+        when = parse_time(now, "now") if now is not None else now_utc()
+        return run_turn(self.breath_parts, space, session, "", when, dry_run=True)
 
     # ------------------------------------------------------------ forgetting and dreams
 

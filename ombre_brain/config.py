@@ -303,6 +303,45 @@ class DreamConfig:
 
 
 @dataclass(frozen=True)
+class McpBreathConfig:
+    """`breath()` takes no query, so it reads the space through this profile (DESIGN §15).
+
+    Each number is that section's token budget in a breath turn (0 leaves the section out);
+    the chat turn's own budgets are untouched.
+    """
+
+    core_memory: int = field(default=600, metadata=_rng(0, 1_000_000))
+    recent_context: int = field(default=500, metadata=_rng(0, 1_000_000))
+    relationship_weather: int = field(default=220, metadata=_rng(0, 1_000_000))
+    favorite_memory: int = field(default=0, metadata=_rng(0, 1_000_000))
+    dream: int = field(default=300, metadata=_rng(0, 1_000_000))
+    facts: int = field(default=300, metadata=_rng(0, 1_000_000))
+    total: int = field(default=2400, metadata=_rng(0, 1_000_000))
+    recent_hours: float = field(default=72, metadata=_rng(0, 100000))
+    recent_max_items: int = field(default=5, metadata=_rng(0, 100))
+    dream_threshold: float = field(default=0.0, metadata=_rng(0, 2))
+
+
+@dataclass(frozen=True)
+class McpGrowConfig:
+    llm: bool = True
+    min_items: int = field(default=2, metadata=_rng(1, 50))
+    max_items: int = field(default=6, metadata=_rng(1, 50))
+    short_chars: int = field(default=30, metadata=_rng(0, 100000))
+
+
+@dataclass(frozen=True)
+class McpConfig:
+    default_space: str | None = None
+    search_max_results: int = field(default=8, metadata=_rng(1, 50))
+    pulse_newest: int = field(default=5, metadata=_rng(0, 50))
+    pulse_max_scan: int = field(default=20000, metadata=_rng(1, 10_000_000))
+    tool_timeout_s: float = field(default=300, metadata=_rng(1, 86400))
+    breath: McpBreathConfig = McpBreathConfig()
+    grow: McpGrowConfig = McpGrowConfig()
+
+
+@dataclass(frozen=True)
 class Config:
     identity: Identity = Identity()
     embedding: EmbeddingConfig = EmbeddingConfig()
@@ -321,6 +360,7 @@ class Config:
     upstream: UpstreamConfig = UpstreamConfig()
     ingest: IngestConfig = IngestConfig()
     dream: DreamConfig = DreamConfig()
+    mcp: McpConfig = McpConfig()
     raw: dict = field(default_factory=dict, compare=False, repr=False)
     version: str = ""
 
@@ -365,6 +405,8 @@ def _validate_semantics(cfg: Config) -> None:
     for i, rule in enumerate(cfg.server.tokens):
         if not rule.token_env:
             raise _Invalid(f"server.tokens.{i}.token_env", "expected the name of an environment variable")
+    if cfg.mcp.grow.min_items > cfg.mcp.grow.max_items:
+        raise _Invalid("mcp.grow.min_items", f"is above mcp.grow.max_items ({cfg.mcp.grow.max_items})")
 
 
 ConfigSource = str | Path | Mapping | None

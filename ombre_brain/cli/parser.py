@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import background, recall, serve, store
+from . import background, mcp, recall, serve, store
 
 
 def _common(p: argparse.ArgumentParser, data: bool = True) -> None:
@@ -24,6 +24,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--threads", type=int, default=8)
     p.set_defaults(func=serve.cmd_serve)
+
+    p = sub.add_parser("mcp", help="serve the MCP tools (breath, breath_search, hold, grow, trace, dream, pulse) "
+                       "over stdio")
+    _common(p)
+    p.add_argument("--space", default=None,
+                   help="default space (default: mcp.default_space, else server.default_space)")
+    p.set_defaults(func=mcp.cmd_mcp)
 
     p = sub.add_parser("demo", help="seed the demo persona and serve it")
     _common(p)

@@ -36,6 +36,7 @@ def serve(brain: Brain, host: str, port: int, threads: int = 8) -> None:
 
     _check_bind(host, brain)
     app = create_app(brain)
+    app.config["OMBRE_BIND_HOST"] = host  # /mcp's DNS-rebinding check allows loopback Host headers on loopback
     server = create_server(app, host=host, port=port, threads=threads, asyncore_use_poll=True,
                            max_request_body_size=brain.config.server.max_body_bytes + 1024)
     brain.gateway.start_worker()

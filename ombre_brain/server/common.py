@@ -48,10 +48,12 @@ def _no_constant(name: str):
 
 
 def _token_rules() -> list[tuple[str, Any]]:
-    """(secret, spaces) pairs from config `server.tokens` plus OMBRE_TOKEN (all spaces)."""
-    cfg = get_brain().config
+    return token_rules(get_brain().config, current_app.config.get("ENV_TOKENS") or os.environ)
+
+
+def token_rules(cfg, env) -> list[tuple[str, Any]]:
+    """(secret, spaces) pairs from config `server.tokens` plus OMBRE_TOKEN (all spaces); no Flask needed."""
     rules: list[tuple[str, Any]] = []
-    env = current_app.config.get("ENV_TOKENS") or os.environ
     master = env.get("OMBRE_TOKEN")
     if master:
         rules.append((master, "*"))
@@ -76,21 +78,33 @@ def current_scope() -> Any:
         return "*"
     header = request.headers.get("Authorization", "")
     token = header[7:].strip() if header.lower().startswith("bearer ") else request.args.get("token", "")
+    g.ob_scope = scope_of_token(rules, token)
+    return g.ob_scope
+
+
+def scope_of_token(rules: list[tuple[str, Any]], token: str | None) -> Any:
+    """The spaces a presented token may touch ("*" for all, or when no token is configured at all)."""
+    if not rules:
+        return "*"
     if not token:
         raise AuthError("missing bearer token: send 'Authorization: Bearer <token>'")
     for secret, spaces in rules:
         if hmac.compare_digest(secret.encode(), token.encode()):
-            g.ob_scope = spaces
             return spaces
     raise AuthError("invalid bearer token")
 
 
 def authorize_space(space: Any) -> str:
     """Validate a space name and check the token may use it (403 when it may not)."""
+    return space_in_scope(space, lambda: current_scope())
+
+
+def space_in_scope(space: Any, scope) -> str:
+    """Validate a space name and check it is in ``scope`` (a scope, or a callable that gives it)."""
     if space is None or space == "":
         raise ValidationError("is required", field="space")
     space = validate_space(space)
-    scope = current_scope()
+    scope = scope() if callable(scope) else scope
     if scope != "*" and space not in scope:
         raise ForbiddenError(f"this token is not allowed for space {space!r}")
     return space

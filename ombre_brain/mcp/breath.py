@@ -1,0 +1,66 @@
+"""The breath profile: how ``breath()`` reads a space when there is no query (DESIGN §15).
+
+An empty query in a chat turn recalls nothing, and Core Memory is off in chat turns by default
+(``gateway.budgets.core_memory`` 0). ``breath()`` asks a different question, "what should I hold
+in mind now", so it runs the very same read pipeline with two changes, both taken from the
+``mcp.breath`` config block and nothing else:
+
+- the section budgets (Core Memory, Recent Context, weather, favorite, dream, facts) and the
+  recent window come from ``mcp.breath``; recalled and diffused memory are off (no query);
+- the plan of the empty query says "recent, please" (``explicit_recent``), so Recent Context
+  shows the newest dynamic memories, and a latent dream needs only ``mcp.breath.dream_threshold``
+  resonance, since an empty query resonates with almost nothing.
+
+Every gate still decides and every reason code is still the gates' own; the breath turn is a
+dry run, so it records no round, cooldown or dream claim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..config import Config
+from ..recall_types import QueryPlan
+from ..turn.pipeline import TurnParts
+
+if TYPE_CHECKING:
+    from ..recall_policy import RecallPolicy
+
+__all__ = ["BreathPlanner", "breath_config", "breath_parts"]
+
+
+def breath_config(cfg: Config) -> Config:
+    """The turn config of a breath: the chat config with ``mcp.breath``'s budgets and windows."""
+    b = cfg.mcp.breath
+    gw = cfg.gateway
+    budgets = dataclasses.replace(
+        gw.budgets, total=b.total, core_memory=b.core_memory, recent_context=b.recent_context,
+        relationship_weather=b.relationship_weather, favorite_memory=b.favorite_memory, dream=b.dream,
+        facts=b.facts, recalled_memory=0, diffused_memory=0, context_mode=0)
+    gateway = dataclasses.replace(
+        gw, budgets=budgets, head_recent_hours=b.recent_hours, recent_context_max_items=b.recent_max_items,
+        weather_interval_rounds=0, dream_section=b.dream > 0)
+    dream = dataclasses.replace(cfg.dream, surface_threshold=b.dream_threshold,
+                                attempt_threshold=min(cfg.dream.attempt_threshold, b.dream_threshold))
+    return dataclasses.replace(cfg, gateway=gateway, dream=dream)
+
+
+class BreathPlanner:
+    """The space's planner, whose plans ask for recent memories (and the favorite card when it has a budget)."""
+
+    def __init__(self, policy: RecallPolicy, *, favorite: bool) -> None:
+        self._policy = policy
+        self._favorite = favorite
+
+    def plan_query(self, query: str, context: Sequence[dict] | None = None) -> QueryPlan:
+        plan = self._policy.plan_query(query, context)
+        return dataclasses.replace(plan, explicit_recent=True, favorite_request=self._favorite or plan.favorite_request)
+
+
+def breath_parts(parts: TurnParts) -> TurnParts:
+    """The turn parts of a breath: the same store, sessions and engines, the breath config and planner."""
+    cfg = breath_config(parts.config)
+    planner = BreathPlanner(parts.policy, favorite=cfg.mcp.breath.favorite_memory > 0)
+    return dataclasses.replace(parts, config=cfg, policy=planner)  # type: ignore[arg-type]

@@ -1,0 +1,127 @@
+"""``breath`` and ``breath_search``: reading a space through the turn pipeline (DESIGN §15).
+
+Both are **dry runs**: they read the session (the MCP session, ``mcp:<id>``) but record nothing
+— no round, no cooldown, no dream claim. That is how ``breath_search`` ignores cooldowns: a
+session that never records an injection has nothing cooled, so every gate but the cooldown
+decides as in a chat turn, and no cooldown can hide a result. It also means a tool call never
+spends what the chat gateway would show next, however often a client calls it (Ombre-Brain's
+``breath`` likewise never touches a bucket).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import ValidationError
+from ..memory_layers import infer_layer
+from ..turn.conversation import context_messages
+from .access import Call
+from .format import Reply, bucket_brief, quote, turn_view
+
+__all__ = ["breath", "breath_search"]
+
+MAX_RESULTS = 50
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+
+BREATH_UNUSED = {
+    "max_tokens": "breath() uses the mcp.breath budgets",
+    "valence": "emotional filtering is not a breath() option here",
+    "arousal": "emotional filtering is not a breath() option here",
+    "importance_min": "breath() shows core memory (pinned, protected, permanent) instead",
+    "tags": "breath() has no tag filter; use breath_search",
+    "catalog": "there is no catalog listing; pulse() lists the newest memories",
+}
+SEARCH_UNUSED = {"quotes": "quotes are stored as comments and shown with their bucket, not listed by search"}
+
+
+def _arg(call: Call, name: str, kind: type | tuple[type, ...], default: Any) -> Any:
+    """A hidden (unadvertised) argument of an expected type, or ValidationError naming it."""
+    value = call.raw.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        raise ValidationError(f"expected {getattr(kind, '__name__', 'a value')}, got {type(value).__name__}",
+                              field=name)
+    return value
+
+
+def breath(call: Call) -> Reply:
+    """What to hold in mind now: core memory, recent context, weather and a surfacing dream."""
+    space = call.space(call.raw.get("space"))
+    query = _arg(call, "query", str, "")
+    if query.strip():
+        call.note("breath(query=…) searched, as Ombre-Brain's breath does; breath_search is the explicit tool")
+        return breath_search(call, query, max_results=_arg(call, "max_results", int, 0),
+                             domain=_arg(call, "domain", str, ""), date_from=_arg(call, "date_from", str, ""),
+                             date_to=_arg(call, "date_to", str, ""), space=space)
+    for name in ("domain", "max_results", "date_from", "date_to"):
+        if call.given(name):
+            call.note(f"{name} only applies to a search (breath with a query, or breath_search)")
+    call.unused(BREATH_UNUSED)
+    turn = call.brain.breath(space, call.access.session)
+    text, data = turn_view(turn, call.config)
+    head = (f"breath · space {space}: what to hold in mind now, {len(data['items'])} memories "
+            "(read only: nothing was recorded, no cooldown was spent)")
+    return Reply(f"{head}\n\n{text}", {"tool": "breath", **data})
+
+
+def breath_search(call: Call, query: str, max_results: int = 0, domain: str = "", date_from: str = "",
+                  date_to: str = "", space: str | None = None, context: list | None = None) -> Reply:
+    """An explicit search: a dry-run turn on the MCP session, listing each memory's id, layer and reason."""
+    space = call.space(space)
+    if not isinstance(query, str) or not query.strip():
+        raise ValidationError("is required: the words to search memory for", field="query")
+    if not 0 <= max_results <= MAX_RESULTS:
+        raise ValidationError(f"expected 0 (the default, mcp.search_max_results) to {MAX_RESULTS}, got {max_results}",
+                              field="max_results")
+    for name, value in (("date_from", date_from), ("date_to", date_to)):
+        if value and not _DATE.match(value):
+            raise ValidationError(f"expected a date like 2026-03-14, got {quote(value)}", field=name)
+    call.unused(SEARCH_UNUSED)
+    brain = call.brain
+    exact = brain.get(space, query.strip()) if _ID.match(query.strip()) else None
+    if exact is not None:  # Ombre-Brain answers a bucket id with that bucket, archived or not
+        brief = bucket_brief(exact, call.config)
+        text = (f"breath_search · space {space}: {quote(query)} is the id of a memory (layer {brief['layer']}"
+                f"{', archived' if exact.archived else ''}, found by its id).\n\n{call.config.render.framing_line}\n\n"
+                + "\n".join(f"> {line}" for line in _lines(exact.title, exact.body)))
+        return Reply(text, {"tool": "breath_search", "space": space, "found_by": "bucket_id",
+                            "items": [{**brief, "text": exact.body,
+                                       "layer_debug": infer_layer(exact, call.config).to_dict()}],
+                            "kept_out": []})
+    heard = list(context_messages(context)) if context else None  # DESIGN §14: the conversation before the query
+    turn = brain.turn(space, call.access.session, query, context=heard, dry_run=True)
+    keep = _filter(brain, space, turn, domain, date_from, date_to)
+    text, data = turn_view(turn, call.config, keep=keep, limit=max_results or call.config.mcp.search_max_results)
+    n = len(data["items"])
+    head = (f"breath_search {quote(query)} · space {space}: {n} {'memory' if n == 1 else 'memories'} "
+            "(an explicit search: a dry run, so no cooldown hid anything and nothing was recorded)")
+    return Reply(f"{head}\n\n{text}", {"tool": "breath_search", "query": query, **data})
+
+
+def _lines(title: str, body: str) -> list[str]:
+    lines = body.splitlines() or [""]
+    return lines if lines[0].strip().startswith(title.rstrip("…")) else [title, *lines]
+
+
+def _filter(brain, space: str, turn, domain: str, date_from: str, date_to: str) -> Callable[[str], bool] | None:
+    """Ombre-Brain's domain and date prefilters, applied to what the turn found (domains are `domain:` tags)."""
+    domains = {d.strip().lower() for d in domain.split(",") if d.strip()} if domain else set()
+    if not (domains or date_from or date_to):
+        return None
+    ids = [*turn.item_ids(), *(s.bucket_id for s in turn.suppressed)]
+    buckets = brain.store.get_many(space, ids)
+
+    def keep(bucket_id: str) -> bool:
+        b = buckets.get(bucket_id)
+        if b is None:
+            return False
+        if domains and not domains & {t.lower().removeprefix("domain:") for t in b.tags}:
+            return False
+        day = (b.created or "")[:10]
+        return not (date_from and day < date_from[:10] or date_to and day > date_to[:10])
+
+    return keep

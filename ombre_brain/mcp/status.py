@@ -1,0 +1,74 @@
+"""``dream`` and ``pulse``: the dream engine, and a report on a space (DESIGN §15).
+
+``pulse`` is a status page for a model: how many memories of each layer the space holds (layers
+as :func:`~ombre_brain.memory_layers.infer_layer` decides them, at read time), the newest
+memories, the memory-writing jobs still waiting, the embedder, and the last dream.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..memory_layers import infer_layer
+from .access import Call
+from .format import Reply, bucket_brief, quote
+
+__all__ = ["dream", "pulse"]
+
+JOB_STATES = ("pending", "running", "failed", "dead")
+DREAM_UNUSED = {"window_hours": "the dream engine reads dream.window_hours from the config",
+                "inspiration": "dreams are composed from memory alone"}
+PULSE_UNUSED = {"include_archive": "archived memories are always counted, as the archive layer"}
+MAX_JOBS_SCAN = 10000
+
+
+def dream(call: Call, space: str | None = None) -> Reply:
+    """Run the dream engine once (``ombre-brain dream run``); a dreamless run says why and is not an error."""
+    space = call.space(space)
+    call.unused(DREAM_UNUSED)
+    run = call.brain.dream_engine.run(space)
+    data = {"tool": "dream", "space": space, **run.to_dict()}
+    if run.dream_id is None:
+        return Reply(f"no dream · space {space}: {run.message}", data)
+    bucket = call.brain.get(space, run.dream_id)
+    text = f"dreamed → {run.dream_id} · space {space} · {quote(bucket.title if bucket else '')}: {run.message}"
+    if bucket is not None:
+        text += "\n\n" + "\n".join(f"> {line}" for line in bucket.body.splitlines() or [""])
+        text += ("\n\nIt waits, latent, until a turn resonates with it; breath() can surface it, and it "
+                 "surfaces in a chat turn at most once.")
+    return Reply(text, data)
+
+
+def pulse(call: Call, space: str | None = None) -> Reply:
+    """How the space is doing: counts by layer, the newest memories, pending jobs, the embedder, the last dream."""
+    space = call.space(space)
+    call.unused(PULSE_UNUSED)
+    brain, cfg = call.brain, call.config
+    total = brain.store.count(space) if brain.store.known_space(space) else 0
+    scanned = brain.list(space, limit=cfg.mcp.pulse_max_scan) if total else []
+    layers = Counter(infer_layer(b, cfg).layer for b in scanned)
+    newest = [bucket_brief(b, cfg) for b in scanned[: cfg.mcp.pulse_newest]]
+    jobs = Counter(j["state"] for j in brain.gateway.jobs.list(JOB_STATES, limit=MAX_JOBS_SCAN)
+                   if j["space"] == space)
+    dreams = brain.list(space, type="dream", limit=1) if total else []
+    last_dream = bucket_brief(dreams[0], cfg) | {"surfaced": bool(dreams[0].surfaced)} if dreams else None
+    emb = brain.embedder
+    embedder = {"model_id": emb.model_id, "dimension": emb.dimension, "cjk_capable": emb.cjk_capable}
+    spaces = call.access.visible(brain.spaces())
+    lines = [f"pulse · space {space}: {total} {'memory' if total == 1 else 'memories'}"
+             + (f" (layers counted over the newest {len(scanned)})" if len(scanned) < total else "")]
+    if layers:
+        lines.append("by layer: " + ", ".join(f"{k} {n}" for k, n in sorted(layers.items(), key=lambda x: -x[1])))
+    if newest:
+        lines.append("newest:")
+        lines += [f"- {b['bucket_id']} · {b['layer']} · {b['created'][:16]} · {quote(b['title'])}" for b in newest]
+    lines.append("memory-writing jobs: " + ", ".join(f"{s} {jobs.get(s, 0)}" for s in JOB_STATES))
+    lines.append(f"embedder: {emb.model_id} ({emb.dimension} dimensions{', CJK-capable' if emb.cjk_capable else ''})")
+    lines.append(f"last dream: {last_dream['bucket_id']} · {quote(last_dream['title'])} · {last_dream['created'][:16]}"
+                 f" · {'surfaced' if last_dream['surfaced'] else 'latent'}" if last_dream else "last dream: none yet")
+    if len(spaces) > 1:
+        lines.append("spaces you may use: " + ", ".join(spaces))
+    return Reply("\n".join(lines), {
+        "tool": "pulse", "space": space, "total": total, "scanned": len(scanned), "layers": dict(layers),
+        "newest": newest, "jobs": {s: jobs.get(s, 0) for s in JOB_STATES}, "embedder": embedder,
+        "last_dream": last_dream, "spaces": spaces})

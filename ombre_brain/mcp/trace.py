@@ -1,0 +1,192 @@
+"""``trace``: edit, pin, archive, restore, reinforce, link or purge one memory (DESIGN §10, §15).
+
+As in Ombre-Brain, ``-1`` and ``""`` mean "no change", and ``delete=True`` is recoverable: it
+archives the memory (our archive layer: found only by an explicit old lookup or by its id) and
+tags it ``ombre:deleted``; ``restore=True`` brings it back. ``hard_delete=True`` is our purge:
+the memory is forgotten everywhere and the reply carries the signed receipt, which
+``ombre-brain verify-receipt --data DIR FILE`` checks.
+
+One call makes one change of state: an edit (``Brain.update``, one atomic write of every field
+given), a link (``Brain.link``), or a purge (``Brain.purge``). Everything is validated before
+anything is written, so a bad argument never leaves half an edit behind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import NotFoundError, ValidationError
+from ..forget.purge import answer
+from ..memory_layers import infer_layer
+from ..store.edges import RELATIONS
+from ..timeutil import now_utc
+from .access import Call
+from .format import Reply, quote
+from .write import tag_list
+
+__all__ = ["trace"]
+
+FLAGS = ("pinned", "protected", "anchor", "resolved", "digested")
+DELETED_TAG = "ombre:deleted"
+HIDDEN_TAG = "ombre:dont_surface"
+SYSTEM_TAGS = ("domain:", "ombre:", "ombre_", "grow_batch:")
+"""Tags that record where a memory came from; ``tags=`` replaces the others and keeps these."""
+TRACE_UNUSED = {
+    "status": "plans are ordinary memories here; use resolved=1",
+    "weight": "there is no plan weight; use importance",
+    "meaning_replace": "meanings are comments and are only appended (meaning_append)",
+    "media_append": "media files are not stored",
+    "media_replace": "media files are not stored",
+    "deletion_request_id": "there is no deletion-request queue; trace(hard_delete=True) purges at once",
+    "deletion_decision": "there is no deletion-request queue",
+    "deletion_ai_reason": "there is no deletion-request queue",
+}
+
+
+def _flag(name: str, value: Any) -> bool | None:
+    """Ombre-Brain's -1 / 0 / 1 (or a bool): None for no change."""
+    if value is None or (value == -1 and not isinstance(value, bool)):
+        return None
+    if value in (0, 1):
+        return bool(value)
+    raise ValidationError(f"expected -1 (no change), 0 or 1, got {value!r}", field=name)
+
+
+def trace(call: Call, bucket_id: str, name: str = "", title: str = "", content: str = "", old_str: str = "",
+          new_str: str | None = None, tags: str | list[str] = "", domain: str | list[str] = "",
+          importance: int = -1, valence: float = -1, arousal: float = -1, pinned: int = -1, protected: int = -1,
+          anchor: int = -1, resolved: int = -1, digested: int = -1, dont_surface: int = -1, delete: bool = False,
+          restore: bool = False, hard_delete: bool = False, delete_reason: str = "", reinforce: bool = False,
+          link_to: str = "", relation: str = "relates_to", why_remembered: str = "", meaning_append: str = "",
+          event_time: str = "", space: str | None = None) -> Reply:
+    space = call.space(space)
+    brain = call.brain
+    if not isinstance(bucket_id, str) or not bucket_id.strip():
+        raise ValidationError("is required: the id of the memory to change", field="bucket_id")
+    call.unused(TRACE_UNUSED)
+    if delete and restore:
+        raise ValidationError("delete and restore contradict each other; send one", field="restore")
+    if hard_delete:
+        edits = [k for k in call.raw if call.given(k) and k not in ("bucket_id", "hard_delete", "delete",
+                                                                    "delete_reason", "space", "relation")]
+        if edits:
+            raise ValidationError(f"purges the memory, so it cannot be combined with {', '.join(sorted(edits))}; "
+                                  "send the edit in another call", field="hard_delete")
+        return _purge(call, space, bucket_id)
+    current = brain.get(space, bucket_id)
+    if current is None:
+        raise NotFoundError(f"no bucket {bucket_id!r} in space {space!r}")
+    if link_to:
+        if relation not in RELATIONS:
+            raise ValidationError(f"expected one of {', '.join(RELATIONS)}, got {relation!r}", field="relation")
+        if brain.get(space, link_to) is None:
+            raise NotFoundError(f"link_to: no bucket {link_to!r} in space {space!r}")
+    changes, did = _changes(call, current, {
+        "title": title or name, "content": content, "old_str": old_str, "new_str": new_str, "tags": tags,
+        "domain": domain, "importance": importance, "valence": valence, "arousal": arousal, "pinned": pinned,
+        "protected": protected, "anchor": anchor, "resolved": resolved, "digested": digested,
+        "dont_surface": dont_surface, "delete": delete, "restore": restore, "delete_reason": delete_reason,
+        "reinforce": reinforce, "why_remembered": why_remembered, "meaning_append": meaning_append,
+        "event_time": event_time})
+    if not changes and not link_to:
+        raise ValidationError("nothing to change: give a field to edit, delete=True, restore=True, reinforce=True, "
+                              "link_to=… or hard_delete=True", field="bucket_id")
+    bucket = brain.update(space, bucket_id, **changes) if changes else current
+    if link_to:
+        brain.link(space, from_id=bucket_id, to_id=link_to, relation=relation)
+        did.append(f"linked to {link_to} ({relation})")
+    layer = infer_layer(bucket, call.config).layer
+    action = "archived" if delete else "restored" if restore else "linked" if link_to and not changes else "edited"
+    text = (f"{action} {bucket_id} · space {space} · {quote(bucket.title)} · layer {layer}: " + "; ".join(did))
+    if delete:
+        text += (f". Recoverable: trace(bucket_id=\"{bucket_id}\", restore=True) brings it back; "
+                 "hard_delete=True would forget it for good")
+    return Reply(text, {"tool": "trace", "space": space, "bucket_id": bucket_id, "action": action, "done": did,
+                        "layer": layer, "bucket": bucket.to_dict()})
+
+
+def _changes(call: Call, current, args: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The update that the arguments ask for, and a line per change for the reply."""
+    changes: dict[str, Any] = {}
+    did: list[str] = []
+    if args["title"]:
+        changes["title"] = args["title"]
+        did.append("title changed")
+    body = current.body
+    if args["content"]:
+        body = args["content"]
+        did.append("body replaced")
+    if args["old_str"]:
+        n = body.count(args["old_str"])
+        if n != 1:
+            raise ValidationError(f"occurs {n} times in the body; it must occur exactly once", field="old_str")
+        if args["new_str"] is None:
+            raise ValidationError("is required with old_str (\"\" deletes the text)", field="new_str")
+        body = body.replace(args["old_str"], args["new_str"], 1)
+        did.append("body edited")
+    if body != current.body:
+        changes["body"] = body
+    tags = list(current.tags)
+    if call.given("tags"):
+        tags = [t for t in tags if t.startswith(SYSTEM_TAGS)]
+        tags += tag_list(args["tags"], "tags")
+        did.append("tags replaced")
+    if call.given("domain"):
+        tags = [t for t in tags if not t.startswith("domain:")] + [f"domain:{d}" for d in tag_list(args["domain"],
+                                                                                               "domain")]
+        did.append("domain replaced")
+    for name in ("importance", "valence", "arousal"):
+        if args[name] is not None and args[name] != -1:
+            changes[name] = args[name]
+            did.append(f"{name} {args[name]:g}")
+    for name in FLAGS:
+        value = _flag(name, args[name])
+        if value is not None:
+            changes[name] = value
+            did.append(f"{name} {'on' if value else 'off'}")
+    hidden = _flag("dont_surface", args["dont_surface"])
+    if hidden is not None:
+        changes["archived"] = hidden
+        tags = [t for t in tags if t != HIDDEN_TAG] + ([HIDDEN_TAG] if hidden else [])
+        did.append("kept from surfacing (archived)" if hidden else "allowed to surface again")
+    if args["delete"]:
+        changes["archived"] = True
+        tags = [t for t in tags if t != DELETED_TAG] + [DELETED_TAG]
+        did.append("archived (recoverable)")
+    if args["restore"]:
+        changes["archived"] = False
+        tags = [t for t in tags if t not in (DELETED_TAG, HIDDEN_TAG)]
+        did.append("restored from the archive" if current.archived else "restore: it was not archived")
+    if tags != list(current.tags):
+        changes["tags"] = tags
+    comments = [{"author": c.author, "created": c.created, "content": c.content} for c in current.comments]
+    for author, text in (("ombre:why_remembered", args["why_remembered"]), ("ombre:meaning", args["meaning_append"]),
+                         ("ombre:delete_reason", args["delete_reason"] if args["delete"] else "")):
+        if text:
+            comments.append({"author": author, "content": text})
+            did.append(f"{author.removeprefix('ombre:')} noted")
+    if len(comments) != len(current.comments):
+        changes["comments"] = comments
+    if args["delete_reason"] and not args["delete"]:
+        call.note("delete_reason is kept only with delete=True (a purge keeps nothing)")
+    if args["event_time"]:
+        changes["event_time"] = None if args["event_time"] in ("\\clear", "clear") else args["event_time"]
+        did.append("event_time cleared" if changes["event_time"] is None else "event_time set")
+    if args["reinforce"]:
+        changes["activation_count"] = current.activation_count + 1
+        changes["last_active"] = now_utc().isoformat()
+        did.append(f"reinforced (activation {current.activation_count + 1})")
+    return changes, did
+
+
+def _purge(call: Call, space: str, bucket_id: str) -> Reply:
+    receipt = call.brain.purge(space, bucket_ids=[bucket_id])
+    payload = receipt["payload"]
+    gone = payload.get("deleted", {}).get("buckets", 0)
+    what = (f"purged {bucket_id} for good ({gone} bucket{'s' if gone != 1 else ''} removed, with its moments, "
+            "edges and session traces)" if gone else f"nothing held {bucket_id} any more (already purged or never "
+                                                       "there); the receipt records the purge")
+    text = (f"{what} · space {space}. Signed receipt {payload['purge_id']} (key {payload['kid']}): save the "
+            "structured receipt as a file and check it with `ombre-brain verify-receipt --data DIR FILE`.")
+    return Reply(text, {"tool": "trace", "space": space, "bucket_id": bucket_id, "action": "purged",
+                        **answer(receipt)})
