@@ -285,28 +285,33 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
     """Whether a candidate has evidence enough for a direct hit (DESIGN §13; the direct seed gate reads it).
 
     1. only context-only moments matched -> ``context_only_match``, never admitted;
-    2. with a fitted model: ``evidence_above_threshold`` when evidence >= the model's ``admit``, else
-       ``evidence_below_threshold``;
-    3. without one (lexical-only): a discriminative query term in the title, summary, tags or
-       main body covering at least ``retrieval.min_term_coverage`` of the query's term weight ->
-       ``term_in_<field>``; some terms but too little coverage -> ``weak_term_coverage``;
-       otherwise ``no_topic_evidence``.
+    2. lexical evidence: a discriminative query term in the title, summary, tags or main body,
+       covering at least ``retrieval.min_term_coverage`` of the query's term weight ->
+       ``term_in_<field>`` (what is asked about is written in the memory; a new user's few
+       memories are recalled on it from the first day);
+    3. with a fitted model, for the ``max_rank`` best candidates: ``evidence_above_threshold`` when
+       the evidence reaches the model's ``admit``, else ``evidence_below_threshold``; lower ranks
+       are ``below_admission_rank``. The threshold is fitted with route 2 in place (``calibrate``);
+    4. without a model: some terms but too little coverage -> ``weak_term_coverage``; otherwise
+       ``no_topic_evidence``.
     """
     content = [h for h in candidate.hits if not h.moment.context_only]
     semantic = content_cosine(candidate)
     if not content:
         return Admission(False, "context_only_match", semantic_score=semantic)
     matched, first, coverage = lexical_match(candidate, q.asked)
-    if model is not None and candidate.rank > cfg.retrieval.admission.max_rank:
+    lexical_ok = first is not None and coverage >= cfg.retrieval.min_term_coverage
+    weighed = model is not None and candidate.rank <= cfg.retrieval.admission.max_rank
+    feats = candidate_features(candidate, q, coverage) if weighed else None
+    ev = round(evidence_of(feats, model), 6) if weighed else None
+    if lexical_ok:  # what the query asks about is written in the memory: that alone is evidence
+        return Admission(True, f"term_in_{first}", matched, semantic, coverage, evidence=ev, features=feats)
+    if model is not None and not weighed:
         return Admission(False, "below_admission_rank", matched, semantic, coverage)
-    if model is not None:
-        feats = candidate_features(candidate, q, coverage)
-        ev = evidence_of(feats, model)
+    if weighed:
         ok = ev >= model.admit
         return Admission(ok, "evidence_above_threshold" if ok else "evidence_below_threshold", matched, semantic,
-                         coverage, evidence=round(ev, 6), features=feats)
-    if first is not None and coverage >= cfg.retrieval.min_term_coverage:
-        return Admission(True, f"term_in_{first}", matched, semantic, coverage)
+                         coverage, evidence=ev, features=feats)
     if first is not None:
         return Admission(False, "weak_term_coverage", matched, semantic, coverage)
     return Admission(False, "no_topic_evidence", semantic_score=semantic)

@@ -50,6 +50,8 @@ class Example:
     group: str       # the fold group: the wanted memory (or the question, for negatives)
     fused: float     # its fused ranking score (a turn keeps the best MAX_DIRECT admitted)
     source: str      # the labelled set it came from (each set weighs the same in the fit)
+    lexical_ok: bool = False  # admitted by lexical evidence whatever the score (retrieval/admission.py, route 2)
+    weighed: bool = True      # within retrieval.admission.max_rank: the score is fitted on these
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ def examples_of(s: InjectSet, offset: int, *, config=None, show_progress: bool =
     with built_store(s, config) as (brain, space):
         model_id = brain.admitter.model_key()
         max_rank = brain.config.retrieval.admission.max_rank
+        min_coverage = brain.config.retrieval.min_term_coverage
         bar = tqdm(total=len(s.cases), desc=f"{s.name}: features", unit="q", leave=False, file=sys.stderr,
                    disable=None if show_progress else True)
         for i, c in enumerate(s.cases):
@@ -88,12 +91,15 @@ def examples_of(s: InjectSet, offset: int, *, config=None, show_progress: bool =
             q = brain.admitter.query_evidence(space, plan, found)
             group = f"{s.name}:{sorted(c.wanted)[0]}" if c.wanted else f"{s.name}:q{i}"
             for cand in found.candidates:
-                if cand.rank > max_rank or all(h.moment.context_only for h in cand.hits):
+                if all(h.moment.context_only for h in cand.hits):
+                    continue  # never admissible
+                _, first, coverage = lexical_match(cand, q.asked)
+                lexical_ok = first is not None and coverage >= min_coverage
+                if cand.rank > max_rank and not lexical_ok:
                     continue  # never weighed for admission in a turn
-                _, _, coverage = lexical_match(cand, q.asked)
                 f = candidate_features(cand, q, coverage)
                 out.append(Example(tuple(f[n] for n in ADMISSION_FEATURES), int(cand.bucket.id in c.wanted), qi,
-                                   group, cand.fused, source))
+                                   group, cand.fused, source, lexical_ok, cand.rank <= max_rank))
         bar.close()
     return out, questions, model_id
 
@@ -136,15 +142,22 @@ def predict(x: np.ndarray, weights: np.ndarray, bias: float) -> np.ndarray:
 # ---------------------------------------------------------------- what a turn would inject
 
 
+def _admitted(ex: Sequence[Example], p: np.ndarray, t: float) -> dict[int, list[tuple[float, int]]]:
+    """Per question, the (fused, label) of what a turn would admit at t: lexical evidence, or a weighed score >= t."""
+    by_q: dict[int, list[tuple[float, int]]] = {}
+    for e, pe in zip(ex, p, strict=True):
+        if e.lexical_ok or (e.weighed and pe >= t):
+            by_q.setdefault(e.query, []).append((e.fused, e.label))
+    return {q: sorted(v, key=lambda c: -c[0])[:MAX_DIRECT] for q, v in by_q.items()}
+
+
 def outcomes(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Question], t: float) -> dict:
     """Per kind and language at threshold t: inject recall for questions with wanted memories, false recall else."""
-    by_q: dict[int, list[tuple[float, float, int]]] = {}
-    for e, pe in zip(ex, p, strict=True):
-        by_q.setdefault(e.query, []).append((pe, e.fused, e.label))
+    by_q = _admitted(ex, p, t)
     rows: dict[str, dict[str, list[int]]] = {}
     for qi, question in enumerate(questions):
-        admitted = sorted((c for c in by_q.get(qi, ()) if c[0] >= t), key=lambda c: -c[1])[:MAX_DIRECT]
-        hit = any(c[2] for c in admitted) if question.wanted else bool(admitted)
+        admitted = by_q.get(qi, [])
+        hit = any(c[1] for c in admitted) if question.wanted else bool(admitted)
         rows.setdefault(question.kind, {}).setdefault(question.lang, []).append(int(hit))
     return {k: {lang: {"n": len(v), "pct": round(100 * sum(v) / len(v), 1)} for lang, v in sorted(langs.items())}
             for k, langs in sorted(rows.items())}
@@ -156,15 +169,13 @@ GUARD_KINDS = ("negative", "casual")           # what it must keep within MAX_FA
 
 def _rates(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Question], t: float) -> tuple[float, float]:
     """(mean inject recall over the sets' positive and cross-lingual questions, false recall of the guards) at t."""
-    got: dict[int, list[tuple[float, float, int]]] = {}
-    for e, pe in zip(ex, p, strict=True):
-        got.setdefault(e.query, []).append((pe, e.fused, e.label))
+    got = _admitted(ex, p, t)
     hits: dict[tuple[str, str], list[int]] = {}
     guard = guard_hit = 0
     for qi, question in enumerate(questions):
-        admitted = sorted((c for c in got.get(qi, ()) if c[0] >= t), key=lambda c: -c[1])[:MAX_DIRECT]
+        admitted = got.get(qi, [])
         if question.kind in SCORED_KINDS:
-            hits.setdefault((question.source, question.kind), []).append(int(any(c[2] for c in admitted)))
+            hits.setdefault((question.source, question.kind), []).append(int(any(c[1] for c in admitted)))
         elif question.kind in GUARD_KINDS:
             guard += 1
             guard_hit += bool(admitted)
@@ -210,10 +221,12 @@ def calibrate(paths: Sequence[str | Path], *, locomo: str | Path | None = None, 
         raise ValidationError("the sets gave no mix of wanted and unwanted candidates to fit on")
     x = np.array([e.x for e in ex], dtype=np.float64)
     y = np.array([e.label for e in ex], dtype=np.float64)
-    per_set = {}
+    per_set: dict[str, int] = {}
     for e in ex:
-        per_set[e.source] = per_set.get(e.source, 0) + 1
-    sw = np.array([len(ex) / (len(per_set) * per_set[e.source]) for e in ex])
+        if e.weighed:
+            per_set[e.source] = per_set.get(e.source, 0) + 1
+    # the score is fitted on the candidates it is asked about (the weighed ones), each set weighing the same
+    sw = np.array([len(ex) / (len(per_set) * per_set[e.source]) if e.weighed else 0.0 for e in ex])
     w, b = fit_logistic(x, y, weights=sw)
     p = predict(x, w, b)
     cv_p = np.zeros(len(ex))
@@ -229,17 +242,18 @@ def calibrate(paths: Sequence[str | Path], *, locomo: str | Path | None = None, 
               f"{' --locomo ' + str(locomo) if locomo else ''} ({len(questions)} questions, {len(ex)} candidates)")
     model = AdmissionModel(weights={n: round(float(v), 4) for n, v in zip(ADMISSION_FEATURES, w, strict=True)},
                            bias=round(b, 4), admit=t, fitted=fitted)
+    m = np.array([e.weighed for e in ex])  # AUC and ECE over the candidates the score decides about
+    yi = y[m].astype(int).tolist()
     return {
         "model_id": model_id, "model": {"weights": model.weights, "bias": model.bias, "admit": model.admit,
                                         "fitted": model.fitted},
-        "questions": len(questions), "candidates": len(ex), "threshold": t,
+        "questions": len(questions), "candidates": int(m.sum()), "threshold": t,
         "in_sample": {"by_kind": outcomes(ex, p, questions, t),
-                      "ece": expected_calibration_error(list(zip(p.tolist(), y.astype(int).tolist(), strict=True))),
-                      "auc": auc(p, y)},
+                      "ece": expected_calibration_error(list(zip(p[m].tolist(), yi, strict=True))),
+                      "auc": auc(p[m], y[m])},
         "cross_validated": {"folds": folds, "by_kind": outcomes(ex, cv_p, questions, t),
-                            "ece": expected_calibration_error(list(zip(cv_p.tolist(), y.astype(int).tolist(),
-                                                                       strict=True))),
-                            "auc": auc(cv_p, y)},
+                            "ece": expected_calibration_error(list(zip(cv_p[m].tolist(), yi, strict=True))),
+                            "auc": auc(cv_p[m], y[m])},
     }
 
 
