@@ -76,9 +76,10 @@ class JobTable:
             return _row(c.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
 
     def finish(self, job_id: str, result: dict) -> None:
+        """Mark a job done and drop its chat text: the row stays (its id keeps a replay a no-op)."""
         with self.ledger.tx() as c:
-            c.execute("UPDATE jobs SET state = 'done', result = ?, last_error = NULL, updated = ? WHERE id = ?",
-                      (json.dumps(result, ensure_ascii=False), _iso(), job_id))
+            c.execute("UPDATE jobs SET state = 'done', payload = '{}', result = ?, last_error = NULL, updated = ? "
+                      "WHERE id = ?", (json.dumps(result, ensure_ascii=False), _iso(), job_id))
 
     def fail(self, job_id: str, attempts: int, error: str, max_attempts: int, backoff_s: float) -> str:
         """Back off (backoff_s, 2x, 4x, ...) or dead-letter after max_attempts; returns the new state."""
@@ -150,6 +151,25 @@ class JobTable:
                 marks = ",".join("?" * len(chunk))
                 n += c.execute(f"UPDATE jobs SET payload = '{{}}', result = NULL, last_error = NULL, state = 'done' "
                                f"WHERE space = ? AND id IN ({marks})", (space, *chunk)).rowcount
+        return n
+
+
+    def forget_terms(self, space: str, terms: Iterable[str]) -> int:
+        """Empty the jobs whose chat text or error holds any of these words (a purge's forgotten text).
+
+        They are marked done, emptied, so the forgotten words are neither kept nor written again;
+        a job running right now is left to finish (its write meets the purge's suppression).
+        """
+        terms = list(terms)
+        n = 0
+        with self.ledger.tx() as c:
+            for i in range(0, len(terms), 100):
+                chunk = terms[i:i + 100]
+                hits = " OR ".join(["instr(lower(payload), ?) > 0 OR instr(lower(COALESCE(last_error, '')), ?) > 0"]
+                                   * len(chunk))
+                n += c.execute(f"UPDATE jobs SET payload = '{{}}', last_error = NULL, state = 'done', updated = ? "
+                               f"WHERE space = ? AND state != 'running' AND ({hits})",
+                               (_iso(), space, *[t for t in chunk for _ in (0, 1)])).rowcount
         return n
 
 

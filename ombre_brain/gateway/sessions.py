@@ -7,7 +7,7 @@ bookkeeping is one ledger transaction. Dry runs (debug routes) read but never wr
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 
 from ..recall_types import SessionState
@@ -50,6 +50,11 @@ CREATE INDEX IF NOT EXISTS turn_log_space ON turn_log(space, session, seq);
 
 
 _dt = parse_iso
+
+
+def _chunks(items: list, n: int) -> Iterator[list]:
+    for i in range(0, len(items), n):
+        yield items[i:i + n]
 
 
 class SessionStore:
@@ -122,6 +127,19 @@ class SessionStore:
                 n += c.execute("DELETE FROM injections WHERE space = ? AND bucket_id = ?", (space, bid)).rowcount
                 n += c.execute("DELETE FROM turn_log WHERE space = ? AND (' ' || bucket_ids || ' ') LIKE ?",
                                (space, f"% {bid} %")).rowcount
+        return n
+
+    def forget_terms(self, space: str, terms: Sequence[str]) -> int:
+        """Drop logged turns whose query or answer holds any of these words (a purge's forgotten text).
+
+        Matching is a substring search over the logged TURN JSON, ASCII letters folded, so a query
+        typed before the memory existed, or the message the memory was written from, goes too.
+        """
+        n = 0
+        with self.ledger.tx() as c:
+            for chunk in _chunks(list(terms), 100):
+                hits = " OR ".join(["instr(lower(turn), ?) > 0"] * len(chunk))
+                n += c.execute(f"DELETE FROM turn_log WHERE space = ? AND ({hits})", (space, *chunk)).rowcount
         return n
 
     def forget_space(self, space: str) -> int:
