@@ -40,7 +40,9 @@ NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 def transport_error(exc: httpx.HTTPError, timeout_s: float, *, during: str = "answer") -> UpstreamError:
     """The 502 for a transport failure after the request may have reached the upstream."""
     if isinstance(exc, httpx.TimeoutException):
-        return UpstreamError(f"the upstream LLM did not {during} within {timeout_s:g}s", code="upstream_timeout")
+        what = (f"stream stalled for more than {timeout_s:g}s" if during == "stream"
+                else f"answer did not arrive within {timeout_s:g}s")
+        return UpstreamError(f"the upstream LLM's {what}", code="upstream_timeout")
     return UpstreamError(f"the upstream LLM broke off its {during} ({type(exc).__name__})", code="upstream_broken")
 
 
