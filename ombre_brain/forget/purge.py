@@ -321,7 +321,10 @@ class Forgetter:
         for obj in self.caches:  # query embeddings and plans are keyed by query text, which may quote it
             obj.clear_cache()
         if self.config.forget.compact_vectors and (whole or plan.bucket_ids or out["late_buckets"]):
-            store.compact_vectors(space, dropped=whole)
+            try:
+                store.compact_vectors(space, dropped=whole)
+            except Exception:  # the forgetting is done; only its physical compaction waits for the next purge
+                log.exception("purge: compacting Chroma's files failed; the next purge compacts them again")
         return out
 
     def _forget_facts(self, space: str, plan: Plan, whole: bool) -> int:

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 
 from ..errors import NotFoundError, ValidationError
 from ..store.ledger import Ledger
+from .sessions import holds_any
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -161,16 +162,15 @@ class JobTable:
         a job running right now is left to finish (its write meets the purge's suppression).
         """
         terms = list(terms)
-        n = 0
+        if not terms:
+            return 0
+        rows = self.ledger.query("SELECT id, payload, last_error FROM jobs WHERE space = ? AND state != 'running' "
+                                 "AND (payload != '{}' OR last_error IS NOT NULL)", (space,))
+        hits = [r["id"] for r in rows if holds_any(f"{r['payload']}\n{r['last_error'] or ''}", terms)]
         with self.ledger.tx() as c:
-            for i in range(0, len(terms), 100):
-                chunk = terms[i:i + 100]
-                hits = " OR ".join(["instr(lower(payload), ?) > 0 OR instr(lower(COALESCE(last_error, '')), ?) > 0"]
-                                   * len(chunk))
-                n += c.execute(f"UPDATE jobs SET payload = '{{}}', last_error = NULL, state = 'done', updated = ? "
-                               f"WHERE space = ? AND state != 'running' AND ({hits})",
-                               (_iso(), space, *[t for t in chunk for _ in (0, 1)])).rowcount
-        return n
+            c.executemany("UPDATE jobs SET payload = '{}', last_error = NULL, state = 'done', updated = ? "
+                          "WHERE id = ? AND state != 'running'", [(_iso(), j) for j in hits])
+        return len(hits)
 
 
 def _row(row) -> dict:

@@ -287,8 +287,11 @@ class ChromaBackend:
         with self._files.exclusive():
             removed = 0
             try:
-                with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as conn:
+                conn = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True, timeout=30)
+                try:
                     owned = {r[0] for r in conn.execute("SELECT id FROM segments")}
+                finally:
+                    conn.close()
             except sqlite3.Error as exc:
                 log.warning("chroma compaction: cannot read the segment list (%s); segment dirs left as they are", exc)
                 owned = None
