@@ -9,6 +9,7 @@ title, a token in the address of an API route). All against the real app on wait
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 import threading
@@ -245,6 +246,10 @@ def test_a_token_in_the_address_only_opens_the_debug_pages(locked):
     assert_error(r, 401, "unauthorized")
     page = httpx.get(f"{server.url}/debug/layers", params={"space": SPACE, "token": TOKEN})
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    page = httpx.get(f"{server.url}/debug/injections", params={"space": SPACE, "token": TOKEN})
+    assert page.status_code == 200 and f"token={TOKEN}" in page.text  # carried from page to page
+    assert "/api/gateway-injections" in page.text
+    assert not re.search(r'href="/api/[^"]*token=', page.text)  # never into a JSON route's address
     assert httpx.get(f"{server.url}/debug/layers", params={"space": SPACE}).status_code == 401
 
 
