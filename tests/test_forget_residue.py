@@ -20,7 +20,7 @@ import httpx
 import numpy as np
 import pytest
 
-from ombre_brain import Brain
+from ombre_brain import Brain, ValidationError
 from ombre_brain.config import load_config
 from ombre_brain.forget.receipts import make_receipt, unwrap, verify
 from ombre_brain.store.chroma import ChromaBackend
@@ -157,6 +157,8 @@ def test_turn_logs_and_queued_exchanges_that_carry_purged_words_go_with_them(bra
     assert jobs.get("ab" * 32)["payload"] == {} and jobs.get("ab" * 32)["state"] == "done"
     assert jobs.get("cd" * 32)["payload"]["user"] == "今天天气不错"
     assert not jobs.insert("ab" * 32, SPACE, "s", {"user": f"我讨厌{ZH}", "assistant": "ok"})  # still a replay
+    with pytest.raises(ValidationError, match="keeps no text"):  # an emptied job cannot be run again
+        jobs.retry("ab" * 32)
 
 
 def test_chroma_compaction_clears_vectors_from_the_persisted_hnsw_files(tmp_path):

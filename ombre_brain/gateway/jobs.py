@@ -119,6 +119,9 @@ class JobTable:
                 row = c.execute("SELECT state FROM jobs WHERE id = ?", (ids[0],)).fetchone()
                 if row["state"] == "running":
                     raise ValidationError(f"job {ids[0][:16]} is running now", field="retry")
+                if row["state"] == "done":  # its chat text was dropped when it finished
+                    raise ValidationError(f"job {ids[0][:16]} is done; a finished job keeps no text to run again",
+                                          field="retry")
             for jid in ids:
                 c.execute("UPDATE jobs SET state = 'pending', attempts = 0, next_at = ?, updated = ? WHERE id = ?",
                           (time.time(), _iso(), jid))
