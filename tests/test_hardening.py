@@ -178,11 +178,16 @@ def test_waitress_refusals_are_json_errors(brain):
         r = httpx.post(f"{url}/v1/buckets", content=b"x" * (limit + 10),  # just over: Flask answers, same shape
                        headers={"Content-Type": "application/json"})
         assert_error(r, 413, "body_too_large", f"limit of {limit} bytes")
+        r = httpx.get(f"{url}/healthz", headers={"X-Padding": "a" * 300_000})  # over waitress's header limit
+        assert_error(r, 431, "headers_too_large")
         r = httpx.get(f"{url}/healthz")
         assert r.status_code == 200 and r.json() == {"status": "ok"}
-    finally:
-        server.close()
+    finally:  # close from inside the server's own loop, as LiveServer does
+        from waitress import wasyncore
+
+        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
         thread.join(5)
+        server.task_dispatcher.shutdown(timeout=1)
 
 
 # ---------------------------------------------------------------- validation
