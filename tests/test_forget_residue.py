@@ -161,6 +161,21 @@ def test_turn_logs_and_queued_exchanges_that_carry_purged_words_go_with_them(bra
         jobs.retry("ab" * 32)
 
 
+def test_finished_jobs_of_an_older_store_lose_their_text_on_open(tmp_path):
+    brain = Brain.open(tmp_path / "data", {})
+    jobs = brain.gateway.ingest.table
+    jobs.insert("ef" * 32, SPACE, "s", {"user": f"嗯嗯{ZH}", "assistant": "ok"})
+    with brain.ledger.tx() as c:  # finished the way an older version did: text kept
+        c.execute("UPDATE jobs SET state = 'done', result = '{\"noise\": true}' WHERE id = ?", ("ef" * 32,))
+    brain.close()
+    brain = Brain.open(tmp_path / "data", {})
+    try:
+        assert brain.gateway.ingest.table.get("ef" * 32)["payload"] == {}
+        assert files_holding(brain.path, ZH.encode()) == []
+    finally:
+        brain.close()
+
+
 def test_chroma_compaction_clears_vectors_from_the_persisted_hnsw_files(tmp_path):
     """Past Chroma's sync threshold the HNSW files hold every vector, deleted ones only marked deleted."""
     cfg = load_config({}).store.chroma

@@ -76,6 +76,14 @@ class JobTable:
                 return None
             return _row(c.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
 
+    def drop_finished_text(self) -> int:
+        """Empty finished jobs that still hold chat text (written before finishing dropped it)."""
+        with self.ledger.tx() as c:
+            n = c.execute("UPDATE jobs SET payload = '{}' WHERE state = 'done' AND payload != '{}'").rowcount
+        if n:  # fold the zeroed pages into the file now, not at some later checkpoint
+            self.ledger.read().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return n
+
     def finish(self, job_id: str, result: dict) -> None:
         """Mark a job done and drop its chat text: the row stays (its id keeps a replay a no-op)."""
         with self.ledger.tx() as c:
