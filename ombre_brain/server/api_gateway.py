@@ -3,7 +3,11 @@
 The proxy changes exactly one thing in the request: it inserts the turn's memory block as a
 system message just before the last user message. Everything else, including the upstream's
 errors, passes through untouched. Writing the exchange to memory is only queued here; the
-worker in :mod:`ombre_brain.ingest` does it later, so the live reply never waits for it.
+worker in :mod:`ombre_brain.gateway.ingest` does it later, so the live reply never waits for it.
+
+Honesty: an upstream that fails before answering is a 502; a stream that stalls, breaks off or
+ends unfinished after its headers went out ends with an SSE error event the OpenAI SDKs raise
+(never a quiet end); and only a whole, understood chat completion is queued as an exchange.
 """
 
 from __future__ import annotations
