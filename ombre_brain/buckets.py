@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import unicodedata
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,14 +42,15 @@ PARAGRAPH_MAX = 300  # DESIGN §6: a paragraph longer than this is split at sent
 # Dream-only fields (issue 6) ride along on the bucket so GET /v1/buckets shows them.
 DREAM_FIELDS = ("core_affect", "recall_cues", "source_bucket_ids", "surfaced", "surface_attempts")
 
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
-_SPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+# Used with fullmatch: `$` would also match before a trailing newline ("id\n").
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
+_SPACE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
 _HEADING_RE = re.compile(r"^###[ \t]+(.+?)[ \t]*#*[ \t]*$")
 _SENTENCE_END_RE = re.compile(r"(?<=[。！？!?；;…])|(?<=[.](?=\s))")
 
 
 def validate_space(space: Any) -> str:
-    if not isinstance(space, str) or not _SPACE_RE.match(space):
+    if not isinstance(space, str) or not _SPACE_RE.fullmatch(space):
         raise ValidationError(
             "expected a space name of letters, digits and _.:- (1-128 chars, e.g. 'haven:xiaoyu'), "
             f"got {json.dumps(space, ensure_ascii=False)[:60]}",
@@ -59,7 +61,7 @@ def validate_space(space: Any) -> str:
 
 
 def validate_id(value: Any, field_name: str = "id") -> str:
-    if not isinstance(value, str) or not _ID_RE.match(value):
+    if not isinstance(value, str) or not _ID_RE.fullmatch(value):
         raise ValidationError(
             "expected an id of letters, digits and _.:- (1-128 chars), got "
             f"{json.dumps(value, ensure_ascii=False)[:60]}",
@@ -288,7 +290,7 @@ def build_moments(bucket: Bucket) -> list[Moment]:
 
 # ---------------------------------------------------------------- validation
 
-_FIELD_NAMES = {f.name for f in dataclasses.fields(Bucket)}
+_FIELD_NAMES = BUCKET_FIELDS = frozenset(f.name for f in dataclasses.fields(Bucket))
 
 
 def _bool(data: Mapping, key: str) -> bool:
@@ -321,6 +323,11 @@ def _choice(data: Mapping, key: str, choices: tuple[str, ...], default: str | No
     return v
 
 
+def visible(text: str) -> bool:
+    """True when the text has a character a reader can see (not only spaces or zero-width marks)."""
+    return any(not c.isspace() and unicodedata.category(c) not in ("Cf", "Cc", "Zs") for c in text)
+
+
 def _text(data: Mapping, key: str, max_chars: int, required: bool = False) -> str | None:
     v = data.get(key)
     if v is None:
@@ -329,8 +336,8 @@ def _text(data: Mapping, key: str, max_chars: int, required: bool = False) -> st
         return None
     if not isinstance(v, str):
         raise ValidationError(f"expected a string, got {type(v).__name__}", field=key)
-    if required and not v.strip():
-        raise ValidationError("must not be empty", field=key)
+    if required and not visible(v):
+        raise ValidationError("must not be empty (or only spaces and invisible characters)", field=key)
     if len(v) > max_chars:
         raise ValidationError(f"is {len(v)} characters; the limit is {max_chars}", field=key)
     if "\x00" in v:
@@ -380,8 +387,9 @@ def bucket_from_dict(data: Any, *, space: str | None = None, now: datetime | Non
     if len(tags_raw) > limits.max_tags:
         raise ValidationError(f"has {len(tags_raw)} tags; the limit is {limits.max_tags}", field="tags")
     for t in tags_raw:
-        if not t.strip() or len(t) > limits.max_tag_chars:
-            raise ValidationError(f"each tag must be 1-{limits.max_tag_chars} characters, got {t!r}", field="tags")
+        if not visible(t) or len(t) > limits.max_tag_chars or "\x00" in t:
+            raise ValidationError(f"each tag must be 1-{limits.max_tag_chars} visible characters, got {t!r}",
+                                  field="tags")
     times: dict[str, str | None] = {}
     for key in TIME_FIELDS:
         v = data.get(key)
@@ -392,8 +400,9 @@ def bucket_from_dict(data: Any, *, space: str | None = None, now: datetime | Non
         raise ValidationError(f"expected a list of at most {limits.max_comments} comments", field="comments")
     comments = []
     for i, c in enumerate(comments_raw):
-        if not isinstance(c, Mapping) or not isinstance(c.get("content"), str):
-            raise ValidationError("each comment is {author, created, content} with content a string",
+        if not isinstance(c, Mapping) or not isinstance(c.get("content"), str) \
+                or "\x00" in c["content"] or "\x00" in str(c.get("author") or ""):
+            raise ValidationError("each comment is {author, created, content} with content a string (no NUL)",
                                   field=f"comments[{i}]")
         c_created = c.get("created")
         comments.append(Comment(
@@ -422,8 +431,8 @@ def bucket_from_dict(data: Any, *, space: str | None = None, now: datetime | Non
     if btype == "dream":
         extra = _dream_fields(data)
     source = data.get("source")
-    if source is not None and (not isinstance(source, str) or not source or len(source) > 512):
-        raise ValidationError("expected a source identity string of at most 512 characters", field="source")
+    if source is not None and (not isinstance(source, str) or not source or len(source) > 512 or "\x00" in source):
+        raise ValidationError("expected a source identity string of at most 512 characters (no NUL)", field="source")
     return Bucket(
         id=bid, space=sp, title=title.strip(), body=body, summary=summary, tags=tuple(t.strip() for t in tags_raw),
         type=btype,
@@ -485,6 +494,6 @@ def jsonable(obj: Any) -> Any:
 
 
 __all__ = [
-    "Bucket", "Comment", "Limits", "Moment", "Section", "SourceRef", "bucket_from_dict", "bucket_from_stored",
-    "build_moments", "parse_sections", "CONTEXT_ONLY_SECTIONS", "field",
+    "BUCKET_FIELDS", "Bucket", "Comment", "Limits", "Moment", "Section", "SourceRef", "bucket_from_dict",
+    "bucket_from_stored", "build_moments", "parse_sections", "CONTEXT_ONLY_SECTIONS", "field", "visible",
 ]

@@ -255,6 +255,7 @@ class FactsConfig:
 class ForgetConfig:
     keys: dict[str, str] = field(default_factory=dict)
     active_kid: str | None = None
+    compact_vectors: bool = True
 
 
 @dataclass(frozen=True)

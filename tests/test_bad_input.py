@@ -108,7 +108,7 @@ BUCKET_CASES = [
     ({"id": "bad id!", "title": "t"}, "id: expected an id of letters, digits and _.:- (1-128 chars)"),
     ({"title": "x" * 201}, "title: is 201 characters; the limit is 200"),
     ({"title": "t", "tags": [f"t{i}" for i in range(33)]}, "tags: has 33 tags; the limit is 32"),
-    ({"title": "t", "tags": [""]}, "tags: each tag must be 1-64 characters"),
+    ({"title": "t", "tags": [""]}, "tags: each tag must be 1-64 visible characters"),
     ({"title": "t", "comments": ["just text"]}, "comments[0]: each comment is {author, created, content}"),
     ({"title": "t", "source_ref": {"path": "a.md", "start_line": 0}},
      "start_line: expected a value between 1 and 1000000000, got 0"),

@@ -25,7 +25,8 @@ def test_facts_section_is_stable_and_confirmed_only(brain):
     facts = turn.section("facts")
     assert facts is not None and turn.stable[0].key == "facts"
     assert "燕麦拿铁" in facts.items[0].text and facts.items[0].bucket_id is None
-    assert turn.rendered.index("## Confirmed Facts") < turn.rendered.index("The following are memories")
+    assert turn.rendered.startswith("The following are memories")  # the framing line opens the whole block
+    assert turn.rendered.index("The following are memories") < turn.rendered.index("## Confirmed Facts")
 
 
 def test_fact_text_cannot_forge_a_heading(brain):

@@ -1,7 +1,9 @@
 """Fuzzing the HTTP API with hypothesis: no input gets a 500, and no answer reaches across spaces.
 
 Bodies are arbitrary JSON (NaN, huge numbers, lone surrogates, wrong types), bucket-shaped
-objects with wrong values, or raw bytes; query strings and path ids are arbitrary text. The
+objects with wrong values, raw bytes, JSON nested thousands deep, numbers thousands of digits
+long and body keys named like the write call's own arguments (``now``, ``self``, ``bucket_id``);
+query strings and path ids are arbitrary text. The
 token may touch fz:b and fz:c only, while fz:a holds a secret: no answer may contain it.
 """
 
@@ -181,6 +183,55 @@ def test_read_routes(fz, route, params):
 def test_raw_bodies(fz, route, payload):
     brain, client = fz
     check(raw(client, "POST", route, payload), brain)
+
+
+# Issue 19: inputs that once reached a 500 from any JSON route.
+JSON_ROUTES = ["/v1/buckets", "/v1/edges", "/v1/purge", "/v1/inject", "/v1/facts/evidence", "/v1/chat/completions"]
+
+
+@st.composite
+def nested(draw) -> bytes:
+    """JSON nested past any sane depth, bare or inside a plausible body, lists or objects."""
+    depth = draw(st.integers(65, 20_000))
+    if draw(st.booleans()):
+        core = "[" * depth + "]" * depth
+    else:
+        core = '{"a": ' * depth + draw(st.sampled_from(["1", '"x"', "null", "[]"])) + "}" * depth
+    wrap = draw(st.sampled_from(["%s", '{"space": "fz:b", "title": "t", "tags": %s}', '{"space": "fz:b", "q": %s}']))
+    return (wrap % core).encode()
+
+
+@st.composite
+def huge_numbers(draw) -> bytes:
+    digits = draw(st.integers(41, 6000))
+    number = draw(st.sampled_from(["-", ""])) + "9" * digits + draw(st.sampled_from(["", ".5", "e5"]))
+    field = draw(st.sampled_from(["importance", "valence", "confidence", "x", "max_bytes"]))
+    return f'{{"space": "fz:b", "title": "t", "{field}": {number}}}'.encode()
+
+
+@FUZZ
+@given(route=st.sampled_from(JSON_ROUTES), payload=nested() | huge_numbers())
+def test_nested_json_and_huge_numbers_are_400_on_every_json_route(fz, route, payload):
+    brain, client = fz
+    r = raw(client, "POST", route, payload)
+    check(r, brain)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "bad_json", r.text[:200]
+
+
+@FUZZ
+@given(key=st.sampled_from(["now", "self", "bucket_id", "dedupe", "kwargs", "fields", "changes", "origin "]),
+       value=json_values, patch=st.booleans(), base=bucketish())
+def test_reserved_keys_in_a_bucket_body_are_named_in_a_400(fz, key, value, patch, base):
+    brain, client = fz
+    body = (base if isinstance(base, dict) else {}) | {"space": "fz:b", "title": "reserved", key: value}
+    if patch:
+        r = raw(client, "PATCH", "/v1/buckets/b1", body_of(body), params={"space": "fz:b"})
+    else:
+        r = raw(client, "POST", "/v1/buckets", body_of(body))
+    check(r, brain)
+    err = r.json()["error"]
+    assert r.status_code == 400, r.text[:200]
+    assert err["code"] == "bad_json" or (err["code"] == "unknown_field" and key in err["message"]), err
 
 
 def test_requests_without_a_token_are_401_everywhere(fz):

@@ -32,13 +32,12 @@ def _check_bind(host: str, brain: Brain) -> None:
 
 
 def serve(brain: Brain, host: str, port: int, threads: int = 8) -> None:
-    from waitress import create_server
+    from ..server.wsgi import make_server
 
     _check_bind(host, brain)
     app = create_app(brain)
     app.config["OMBRE_BIND_HOST"] = host  # /mcp's DNS-rebinding check allows loopback Host headers on loopback
-    server = create_server(app, host=host, port=port, threads=threads, asyncore_use_poll=True,
-                           max_request_body_size=brain.config.server.max_body_bytes + 1024)
+    server = make_server(app, host=host, port=port, threads=threads, max_body_bytes=brain.config.server.max_body_bytes)
     brain.gateway.start_worker()
     brain.admitter.admission_model(brain.admitter.model_key())  # load the models now; warn now if unfitted
     print(f"Ombre Brain serving on http://{host}:{server.effective_port}  (debug UI: /debug/)", flush=True)

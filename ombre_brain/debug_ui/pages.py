@@ -47,9 +47,13 @@ def _token() -> str | None:
 
 
 def link(endpoint: str, **params: Any) -> str:
-    """url_for that carries the page's token along (only when the page was opened with one)."""
+    """url_for that carries the page's token along to other pages (only when the page was opened with one).
+
+    Only the pages take a token from the address; the JSON routes (``/api/*``) want the header,
+    so a link there never puts the token into a URL.
+    """
     token = _token()
-    if token and "token" not in params:
+    if token and "token" not in params and endpoint.startswith(f"{bp.name}."):
         params["token"] = token
     return url_for(endpoint, **{k: v for k, v in params.items() if v not in (None, "")})
 

@@ -14,7 +14,7 @@ import sqlite3
 from ..errors import ValidationError
 
 LIMIT_RANGE = (1, 1000)
-_CURSOR_RE = re.compile(r"^([0-9a-f]{1,32})\.([0-9]{1,18})$")
+_CURSOR_RE = re.compile(r"^([0-9a-f]{1,32})\.([0-9]{1,18})\Z")
 
 
 def _position(conn: sqlite3.Connection, space: str) -> tuple[str, int]:

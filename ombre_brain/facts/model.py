@@ -41,7 +41,7 @@ MAX_CONDITION_VALUE_CHARS = 256
 MAX_SOURCE_REFS = 16
 BUCKET_REF_PREFIX = "bucket:"
 
-_KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,127}$")
+_KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,127}\Z")  # \Z: `$` also matches before a final "\n"
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 Conditions = tuple[tuple[str, str], ...]
@@ -131,6 +131,8 @@ def _str(value: Any, name: str, *, max_chars: int, allow_empty: bool = False) ->
         raise ValidationError("must not be empty", field=name)
     if len(value) > max_chars:
         raise ValidationError(f"is {len(value)} characters; the limit is {max_chars}", field=name)
+    if "\x00" in value:
+        raise ValidationError("contains a NUL character", field=name)
     return value
 
 
@@ -152,7 +154,8 @@ def validate_key(value: Any, name: str) -> str:
 
 def _choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
-        raise ValidationError(f"expected one of {', '.join(choices)}, got {json.dumps(value)[:60]}", field=name)
+        raise ValidationError(f"expected one of {', '.join(choices)}, got {json.dumps(value, ensure_ascii=False)[:60]}",
+                              field=name)
     return value
 
 

@@ -43,7 +43,7 @@ RECORD_FIELDS = frozenset({"record_id", "space", "subject", "key", "conditions",
 ENTRY_FIELDS = frozenset({"revision", "label", "adoption", "status", "target_revision", "value", "valid_from",
                           "valid_until", "basis", "role", "confidence", "text", "source_refs", "created"})
 MAX_CREATED_CHARS = 64
-_DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
+_DIGEST_RE = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 @dataclass

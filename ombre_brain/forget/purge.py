@@ -18,11 +18,16 @@ Every digest a purge suppresses is handed to the facts store too.
 Capabilities with their own per-space state may define ``on_purge(space, bucket_ids,
 digests, whole_space) -> int``; every loaded capability object that has it is called.
 
-What stays on disk. Ledger pages are zeroed as rows go (``secure_delete``) and the WAL is
-checkpointed after each purge. Chroma keeps its own operation log (``embeddings_queue``)
-until its vector index next syncs (``hnsw.sync_threshold`` operations per collection): no
-read returns a purged moment, but that log may hold its upsert until then. A whole-space
-purge drops the collection, and its log with it.
+Text that names no bucket. Before the buckets go, the words of their text that no other memory
+of the space holds are collected (:meth:`BucketStore.purged_terms`); logged turns and queued
+exchanges that contain one go too, so a query typed before the memory existed, or the message
+it was written from, does not outlive it.
+
+What stays on disk. Every ledger connection zeroes what it deletes (``secure_delete``) and the
+WAL is checkpointed after each purge. Chroma's copy of the vectors is compacted: the space's
+collection is rebuilt from its live vectors, orphaned segment directories are removed and
+``chroma.sqlite3`` is vacuumed (``forget.compact_vectors``; embedded mode). What remains by
+design, and how to clear a Chroma server, is listed in docs/forgetting.md.
 """
 
 from __future__ import annotations
@@ -294,8 +299,11 @@ class Forgetter:
     def _execute(self, space: str, target: dict, plan: Plan) -> dict[str, int]:
         store = self.store
         whole = "whole_space" in target
-        self.ledger.read().execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left behind
         out = {"facts": 0, "sessions": 0, "other": 0, "late_buckets": 0}
+        if not whole and plan.bucket_ids:  # first, while the text is still there to be recognised
+            terms = store.purged_terms(space, plan.bucket_ids)
+            out["sessions"] += self.sessions.forget_terms(space, terms)
+            out["other"] += self.jobs.forget_terms(space, terms)
         if whole:
             store.drop_space(space)
         else:
@@ -303,8 +311,8 @@ class Forgetter:
                 store.delete(space, chunk)
             if "source" in target:  # a write that passed its check just before the purge began
                 out["late_buckets"] = len(store.delete(space, store.ids_by_source(space, target["source"])))
-        out["sessions"] = (self.sessions.forget_space(space) if whole
-                           else self.sessions.forget_buckets(space, plan.bucket_ids))
+        out["sessions"] += (self.sessions.forget_space(space) if whole
+                            else self.sessions.forget_buckets(space, plan.bucket_ids))
         out["facts"] = self._forget_facts(space, plan, whole)
         out["other"] += self._forget_exchanges(space, plan, whole)
         for obj in self.participants:
@@ -312,6 +320,11 @@ class Forgetter:
         store.drop_lexical(space)  # rebuilt from the ledger on next use, without the purged vocabulary
         for obj in self.caches:  # query embeddings and plans are keyed by query text, which may quote it
             obj.clear_cache()
+        if self.config.forget.compact_vectors and (whole or plan.bucket_ids or out["late_buckets"]):
+            try:
+                store.compact_vectors(space, dropped=whole)
+            except Exception:  # the forgetting is done; only its physical compaction waits for the next purge
+                log.exception("purge: compacting Chroma's files failed; the next purge compacts them again")
         return out
 
     def _forget_facts(self, space: str, plan: Plan, whole: bool) -> int:

@@ -58,15 +58,34 @@ def make_receipt(payload: Mapping[str, Any], secret: bytes) -> dict:
     return {"payload": dict(payload), "signature": sign(payload, secret)}
 
 
+ANSWER_FIELDS = frozenset({"status", "purge_id", "receipt"})  # a whole POST /v1/purge answer
+RECEIPT_FIELDS = frozenset({"payload", "signature"})
+
+
 def unwrap(document: Any) -> dict:
-    """The receipt inside a file: a bare ``{payload, signature}`` or a whole ``POST /v1/purge`` answer."""
+    """The receipt inside a file: a bare ``{payload, signature}`` or a whole ``POST /v1/purge`` answer.
+
+    Only the payload is signed, so nothing unsigned may say something else: a field beside the
+    receipt that disagrees with the payload (another ``purge_id``, a ``status`` other than
+    ``purged``), or one that is not part of either shape, makes the receipt invalid.
+    """
+    outer: Mapping = {}
     if isinstance(document, Mapping) and isinstance(document.get("receipt"), Mapping):
-        document = document["receipt"]
+        outer, document = document, document["receipt"]
     if not isinstance(document, Mapping):
         raise _invalid("expected a JSON object with 'payload' and 'signature'")
     payload, signature = document.get("payload"), document.get("signature")
     if not isinstance(payload, Mapping) or not isinstance(signature, str):
         raise _invalid("expected a JSON object with 'payload' (an object) and 'signature' (a string)")
+    extra = sorted(set(outer) - ANSWER_FIELDS) + sorted(set(document) - RECEIPT_FIELDS)
+    if extra:
+        raise _invalid(f"unsigned field(s) {', '.join(map(str, extra))} beside the signed payload; a receipt "
+                       "carries only payload and signature")
+    if "purge_id" in outer and outer["purge_id"] != payload.get("purge_id"):
+        raise _invalid(f"purge_id {outer['purge_id']!r} beside the receipt differs from the signed payload's "
+                       f"{payload.get('purge_id')!r}")
+    if "status" in outer and outer["status"] != "purged":
+        raise _invalid(f"status {outer['status']!r} beside the receipt is not 'purged'")
     if payload.get("typ") != RECEIPT_TYPE:
         raise _invalid(f"payload typ is {payload.get('typ')!r}, expected {RECEIPT_TYPE!r}")
     if not isinstance(payload.get("kid"), str) or not payload["kid"]:

@@ -27,6 +27,7 @@ class Gateway:
         gw = config.gateway
         self.sessions = SessionStore(ledger, log_size=gw.injection_log_size, expiry_days=gw.session_expiry_days)
         self.jobs = JobTable(ledger)
+        self.jobs.drop_finished_text()  # a store from before finished jobs dropped their text
         self._upstream: Upstream | None = None
         self._ingest: IngestQueue | None = None
         self._init_lock = threading.Lock()

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 
 from ..errors import NotFoundError, ValidationError
 from ..store.ledger import Ledger
+from .sessions import holds_any
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -75,10 +76,19 @@ class JobTable:
                 return None
             return _row(c.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
 
-    def finish(self, job_id: str, result: dict) -> None:
+    def drop_finished_text(self) -> int:
+        """Empty finished jobs that still hold chat text (written before finishing dropped it)."""
         with self.ledger.tx() as c:
-            c.execute("UPDATE jobs SET state = 'done', result = ?, last_error = NULL, updated = ? WHERE id = ?",
-                      (json.dumps(result, ensure_ascii=False), _iso(), job_id))
+            n = c.execute("UPDATE jobs SET payload = '{}' WHERE state = 'done' AND payload != '{}'").rowcount
+        if n:  # fold the zeroed pages into the file now, not at some later checkpoint
+            self.ledger.read().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return n
+
+    def finish(self, job_id: str, result: dict) -> None:
+        """Mark a job done and drop its chat text: the row stays (its id keeps a replay a no-op)."""
+        with self.ledger.tx() as c:
+            c.execute("UPDATE jobs SET state = 'done', payload = '{}', result = ?, last_error = NULL, updated = ? "
+                      "WHERE id = ?", (json.dumps(result, ensure_ascii=False), _iso(), job_id))
 
     def fail(self, job_id: str, attempts: int, error: str, max_attempts: int, backoff_s: float) -> str:
         """Back off (backoff_s, 2x, 4x, ...) or dead-letter after max_attempts; returns the new state."""
@@ -117,6 +127,9 @@ class JobTable:
                 row = c.execute("SELECT state FROM jobs WHERE id = ?", (ids[0],)).fetchone()
                 if row["state"] == "running":
                     raise ValidationError(f"job {ids[0][:16]} is running now", field="retry")
+                if row["state"] == "done":  # its chat text was dropped when it finished
+                    raise ValidationError(f"job {ids[0][:16]} is done; a finished job keeps no text to run again",
+                                          field="retry")
             for jid in ids:
                 c.execute("UPDATE jobs SET state = 'pending', attempts = 0, next_at = ?, updated = ? WHERE id = ?",
                           (time.time(), _iso(), jid))
@@ -151,6 +164,24 @@ class JobTable:
                 n += c.execute(f"UPDATE jobs SET payload = '{{}}', result = NULL, last_error = NULL, state = 'done' "
                                f"WHERE space = ? AND id IN ({marks})", (space, *chunk)).rowcount
         return n
+
+
+    def forget_terms(self, space: str, terms: Iterable[str]) -> int:
+        """Empty the jobs whose chat text or error holds any of these words (a purge's forgotten text).
+
+        They are marked done, emptied, so the forgotten words are neither kept nor written again;
+        a job running right now is left to finish (its write meets the purge's suppression).
+        """
+        terms = list(terms)
+        if not terms:
+            return 0
+        rows = self.ledger.query("SELECT id, payload, last_error FROM jobs WHERE space = ? AND state != 'running' "
+                                 "AND (payload != '{}' OR last_error IS NOT NULL)", (space,))
+        hits = [r["id"] for r in rows if holds_any(f"{r['payload']}\n{r['last_error'] or ''}", terms)]
+        with self.ledger.tx() as c:
+            c.executemany("UPDATE jobs SET payload = '{}', last_error = NULL, state = 'done', updated = ? "
+                          "WHERE id = ? AND state != 'running'", [(_iso(), j) for j in hits])
+        return len(hits)
 
 
 def _row(row) -> dict:

@@ -7,7 +7,8 @@ bookkeeping is one ledger transaction. Dry runs (debug routes) read but never wr
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 
 from ..recall_types import SessionState
@@ -50,6 +51,17 @@ CREATE INDEX IF NOT EXISTS turn_log_space ON turn_log(space, session, seq);
 
 
 _dt = parse_iso
+
+
+def holds_any(text: str, terms: Sequence[str]) -> bool:
+    """Whether ``text``, folded as the tokenizer folds (NFKC, lower case), contains any of ``terms``."""
+    folded = unicodedata.normalize("NFKC", text).lower()
+    return any(t in folded for t in terms)
+
+
+def _chunks(items: list, n: int) -> Iterator[list]:
+    for i in range(0, len(items), n):
+        yield items[i:i + n]
 
 
 class SessionStore:
@@ -123,6 +135,22 @@ class SessionStore:
                 n += c.execute("DELETE FROM turn_log WHERE space = ? AND (' ' || bucket_ids || ' ') LIKE ?",
                                (space, f"% {bid} %")).rowcount
         return n
+
+    def forget_terms(self, space: str, terms: Sequence[str]) -> int:
+        """Drop logged turns whose query or answer holds any of these words (a purge's forgotten text).
+
+        The logged TURN is folded the way the tokenizer folds text (NFKC, lower case) and searched
+        for each word, so a query typed before the memory existed, or the message the memory was
+        written from, goes too.
+        """
+        if not terms:
+            return 0
+        hits = [r["seq"] for r in self.ledger.query("SELECT seq, turn FROM turn_log WHERE space = ?", (space,))
+                if holds_any(r["turn"], terms)]
+        with self.ledger.tx() as c:
+            for chunk in _chunks(hits, 500):
+                c.execute(f"DELETE FROM turn_log WHERE seq IN ({','.join('?' * len(chunk))})", chunk)
+        return len(hits)
 
     def forget_space(self, space: str) -> int:
         n = 0

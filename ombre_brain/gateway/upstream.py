@@ -1,9 +1,17 @@
 """A small client for the OpenAI-compatible upstream LLM (DESIGN §8).
 
 Both the chat proxy and the LLM extractor go through it, so timeouts, retries and the API key
-come from one place (`upstream.*` in config). Only failures to get an answer at all (connect
-errors, timeouts) are retried: a received 4xx/5xx is the upstream's answer and is returned as is,
-because retrying it would hide rate limits from the client and could bill a request twice.
+come from one place (`upstream.*` in config).
+
+Retries. Only a failure that provably never reached the upstream is retried: the connection
+could not be made (refused, unreachable, connect timeout) or no pooled connection came free.
+Once the request may have been delivered (a read timeout, a reset or an answer cut short) it is
+never sent again, because the upstream may already be generating, and billing, an answer. A
+received 4xx/5xx is the upstream's answer and is returned as is.
+
+Deadline. ``upstream.timeout_s`` bounds the whole call, retries and pauses included: every
+attempt gets only the time left, and a non-streaming answer must be complete by then. A
+streamed answer must start within it, and may then pause at most that long between chunks.
 """
 
 from __future__ import annotations
@@ -26,6 +34,17 @@ log = logging.getLogger("ombre_brain")
 
 RETRY_PAUSE_S = 0.25   # first pause between attempts; doubles each time
 RETRY_PAUSE_MAX_S = 2.0
+# Failures that prove the request was never sent: safe to try again.
+NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+def transport_error(exc: httpx.HTTPError, timeout_s: float, *, during: str = "answer") -> UpstreamError:
+    """The 502 for a transport failure after the request may have reached the upstream."""
+    if isinstance(exc, httpx.TimeoutException):
+        what = (f"stream stalled for more than {timeout_s:g}s" if during == "stream"
+                else f"answer did not arrive within {timeout_s:g}s")
+        return UpstreamError(f"the upstream LLM's {what}", code="upstream_timeout")
+    return UpstreamError(f"the upstream LLM broke off its {during} ({type(exc).__name__})", code="upstream_broken")
 
 
 class UpstreamNotConfigured(UpstreamError):
@@ -72,30 +91,63 @@ class Upstream:
             return self._client
 
     def post(self, path: str, content: bytes, *, stream: bool = False) -> httpx.Response:
-        """POST with up to `upstream.retries` retries on connect errors and timeouts.
+        """POST within the `upstream.timeout_s` deadline, retrying only requests that were never sent.
 
         Returns the upstream's response whatever its status. With ``stream=True`` the body is
-        not read yet: the caller iterates it and must close the response.
+        not read yet: the caller iterates it (each read may wait the configured timeout) and
+        must close the response. Without it the whole body is read before the deadline.
         """
         url = self.url(path)
         headers = self.headers(stream=stream)
         attempts = self.cfg.retries + 1
+        deadline = time.monotonic() + self.cfg.timeout_s
         last: Exception | None = None
         for attempt in range(attempts):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            request = self.client.build_request("POST", url, content=content, headers=headers,
+                                                timeout=httpx.Timeout(left))
             try:
-                request = self.client.build_request("POST", url, content=content, headers=headers)
-                return self.client.send(request, stream=stream)
-            except (httpx.TimeoutException, httpx.ConnectError, httpx.RemoteProtocolError) as exc:
+                resp = self.client.send(request, stream=True)
+            except NEVER_SENT as exc:
                 last = exc
-                if attempt + 1 < attempts:
-                    pause = min(RETRY_PAUSE_S * 2 ** attempt, RETRY_PAUSE_MAX_S)
-                    log.info("upstream %s failed (%s); retrying in %.2fs", url, type(exc).__name__, pause)
+                pause = min(RETRY_PAUSE_S * 2 ** attempt, RETRY_PAUSE_MAX_S)
+                if attempt + 1 < attempts and time.monotonic() + pause < deadline:
+                    log.info("upstream %s could not be reached (%s); retrying in %.2fs", url, type(exc).__name__,
+                             pause)
                     time.sleep(pause)
-        if isinstance(last, httpx.TimeoutException):
-            raise UpstreamError(f"the upstream LLM at {self.cfg.base_url} did not answer within "
-                                f"{self.cfg.timeout_s:g}s ({attempts} attempts)", code="upstream_timeout")
-        raise UpstreamError(f"cannot reach the upstream LLM at {self.cfg.base_url} after {attempts} attempts: "
+                    continue
+                break
+            except httpx.HTTPError as exc:  # sent, or maybe sent: never again
+                raise transport_error(exc, self.cfg.timeout_s) from None
+            if not stream:
+                self.read(resp, deadline)
+            return resp
+        if isinstance(last, httpx.TimeoutException) or last is None:
+            raise UpstreamError(f"the upstream LLM at {self.cfg.base_url} could not be reached within "
+                                f"{self.cfg.timeout_s:g}s", code="upstream_timeout")
+        raise UpstreamError(f"cannot reach the upstream LLM at {self.cfg.base_url} after {attempt + 1} attempts: "
                             f"{type(last).__name__}", code="upstream_unreachable")
+
+    def read(self, resp: httpx.Response, deadline: float | None = None) -> None:
+        """Read a whole answer by the deadline (default: the timeout from now), then close it.
+
+        An answer that breaks off or runs past the deadline is the 502 of :func:`transport_error`.
+        """
+        if deadline is None:
+            deadline = time.monotonic() + self.cfg.timeout_s
+        chunks = []
+        try:
+            for chunk in resp.iter_bytes():
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout("the deadline passed while the answer was still arriving")
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, self.cfg.timeout_s) from None
+        finally:
+            resp.close()
+        resp._content = b"".join(chunks)  # what Response.read() would have stored
 
     def chat(self, payload: dict[str, Any]) -> dict[str, Any]:
         """A non-streaming chat completion whose non-2xx answer is an error (for the extractor)."""
@@ -119,19 +171,33 @@ class Upstream:
 
 def completion_text(data: Any) -> str:
     """The assistant text of a non-streaming chat completion (first choice)."""
+    return parse_completion(data) or ""
+
+
+def parse_completion(data: Any) -> str | None:
+    """The first choice's text of a chat completion, or None when ``data`` is not one."""
     try:
-        return message_text(data["choices"][0]["message"].get("content"))
-    except (KeyError, IndexError, TypeError, AttributeError):
-        return ""
+        message = data["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return message_text(message.get("content")) if isinstance(message, Mapping) else None
 
 
 class SSEText:
-    """Collects the assistant text from `data:` lines of a streamed completion, fed raw chunks."""
+    """Collects the assistant text from `data:` lines of a streamed completion, fed raw chunks.
+
+    It also says whether the stream was a whole completion: ``events`` counts the completion
+    chunks it understood, ``finished`` says the upstream ended its answer (``[DONE]`` or a
+    ``finish_reason``), and ``error`` that the upstream sent an error event of its own.
+    """
 
     def __init__(self) -> None:
         self._buf = b""
         self.parts: list[str] = []
         self.done = False
+        self.events = 0
+        self.finish_reason: str | None = None
+        self.error = False
 
     def feed(self, chunk: bytes) -> None:
         self._buf += chunk
@@ -148,13 +214,35 @@ class SSEText:
             return
         try:
             obj = json.loads(data)
-            delta = obj["choices"][0].get("delta") or {}
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        except ValueError:
             return
-        text = message_text(delta.get("content")) if isinstance(delta, Mapping) else ""
+        if isinstance(obj, Mapping) and obj.get("error"):
+            self.error = True
+            return
+        try:
+            choice = obj["choices"][0]
+            delta = choice.get("delta") or {}
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return
+        if not isinstance(delta, Mapping):
+            return
+        self.events += 1
+        if isinstance(choice.get("finish_reason"), str):
+            self.finish_reason = choice["finish_reason"]
+        text = message_text(delta.get("content"))
         if text:
             self.parts.append(text)
 
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    @property
+    def finished(self) -> bool:
+        """The upstream said its answer is over (``[DONE]``, or a chunk with a ``finish_reason``)."""
+        return self.done or self.finish_reason is not None
+
+    @property
+    def complete(self) -> bool:
+        """A whole, understood completion: worth writing to memory."""
+        return self.finished and self.events > 0 and not self.error

@@ -2,5 +2,6 @@
 
 ``app`` builds the app and its one error policy; ``common`` parses bodies, tokens and spaces;
 ``api_buckets``, ``api_facts``, ``api_gateway`` (inject and the proxy) and ``api_forget`` are the
-routes. The debug UI is a blueprint of the same app (``ombre_brain.debug_ui``).
+routes; ``wsgi`` puts the app under waitress, whose own refusals (413, 431, 400) answer in the same
+JSON error shape. The debug UI is a blueprint of the same app (``ombre_brain.debug_ui``).
 """

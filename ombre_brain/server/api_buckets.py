@@ -4,18 +4,31 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify, request
 
-from ..buckets import BUCKET_TYPES
+from ..buckets import BUCKET_FIELDS, BUCKET_TYPES
 from ..errors import NotFoundError, ValidationError
 from .common import authorize_space, get_brain, int_arg, json_body, str_arg
 
 bp = Blueprint("buckets", __name__)
 
 
+def _only_bucket_fields(body: dict, extra: frozenset[str] = frozenset()) -> dict:
+    """Refuse any key that is not a DESIGN §3 field before it reaches a keyword argument.
+
+    ``now``, ``self``, ``bucket_id`` or ``dedupe`` in a body would otherwise become an argument of
+    the write call itself (a 500, or a silently changed write); each is named in a 400 instead.
+    """
+    unknown = sorted(k for k in body if k not in BUCKET_FIELDS and k not in extra)
+    if unknown:
+        raise ValidationError(f"unknown field(s) {', '.join(unknown)}; known fields are the DESIGN §3 names",
+                              code="unknown_field")
+    return body
+
+
 @bp.post("/v1/buckets")
 def create_bucket():
     body = json_body()
     space = authorize_space(body.get("space"))
-    bid = get_brain().write(**body | {"space": space})
+    bid = get_brain().write(**_only_bucket_fields(body) | {"space": space})
     return jsonify({"id": bid}), 201
 
 
@@ -46,6 +59,7 @@ def get_bucket(bucket_id: str):
 def patch_bucket(bucket_id: str):
     body = json_body()
     space = authorize_space(request.args.get("space") or body.get("space"))
+    _only_bucket_fields(body)
     body.pop("space", None)
     origin = body.pop("origin", None)
     bucket = get_brain().update(space, bucket_id, origin=origin, **body)

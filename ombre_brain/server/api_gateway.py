@@ -3,7 +3,11 @@
 The proxy changes exactly one thing in the request: it inserts the turn's memory block as a
 system message just before the last user message. Everything else, including the upstream's
 errors, passes through untouched. Writing the exchange to memory is only queued here; the
-worker in :mod:`ombre_brain.ingest` does it later, so the live reply never waits for it.
+worker in :mod:`ombre_brain.gateway.ingest` does it later, so the live reply never waits for it.
+
+Honesty: an upstream that fails before answering is a 502; a stream that stalls, breaks off or
+ends unfinished after its headers went out ends with an SSE error event the OpenAI SDKs raise
+(never a quiet end); and only a whole, understood chat completion is queued as an exchange.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import httpx
 from flask import Blueprint, Response, jsonify, request, stream_with_context
 
 from ..errors import UpstreamError, ValidationError
-from ..gateway.upstream import SSEText, UpstreamNotConfigured, completion_text, message_text
+from ..gateway.upstream import SSEText, UpstreamNotConfigured, message_text, parse_completion, transport_error
 from ..turn.conversation import split_messages
 from .common import authorize_space, get_brain, json_body, token_default_space
 
@@ -135,33 +139,77 @@ def chat_completions():
     is_sse = resp.headers.get("content-type", "").startswith("text/event-stream")
     if not stream or resp.status_code >= 400 or not is_sse:
         if stream:
-            try:
-                resp.read()
-            except httpx.HTTPError as exc:
-                resp.close()
-                raise UpstreamError(f"the upstream LLM broke off its answer: {type(exc).__name__}") from None
-            resp.close()
+            upstream.read(resp)  # a stream request answered with JSON (or an error): read it whole
         if resp.status_code < 300:
-            try:
-                reply = completion_text(resp.json())
-            except ValueError:
-                reply = ""
-            _enqueue(space, session, messages, reply, body.get("model"))
+            _enqueue_completion(space, session, messages, resp, body.get("model"))
         return Response(resp.content, status=resp.status_code, headers=_headers(resp) | ours)
-
-    def relay() -> Iterator[bytes]:
-        sse = SSEText()
-        try:
-            for chunk in resp.iter_bytes():
-                sse.feed(chunk)
-                yield chunk
-        except httpx.HTTPError as exc:  # headers are sent: all we can do is end the stream
-            log.warning("proxy: upstream stream broke off (%s)", type(exc).__name__)
-            return
-        finally:
-            resp.close()
-        _enqueue(space, session, messages, sse.text, body.get("model"))
 
     headers = _headers(resp) | ours | {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                        "X-Accel-Buffering": "no"}
-    return Response(stream_with_context(relay()), status=resp.status_code, headers=headers)
+    relay = _relay(resp, upstream.cfg.timeout_s, lambda sse: _enqueue(space, session, messages, sse.text,
+                                                                       body.get("model")))
+    return Response(stream_with_context(relay), status=resp.status_code, headers=headers)
+
+
+def _enqueue_completion(space: str, session: str, messages: list, resp: httpx.Response, model: Any) -> None:
+    """Queue a non-streamed answer, but only one that is a chat completion: garbage writes nothing."""
+    try:
+        reply = parse_completion(resp.json())
+    except ValueError:
+        reply = None
+    if reply is None:
+        log.warning("proxy: the upstream's 200 answer is not a chat completion; nothing is written to memory")
+        return
+    _enqueue(space, session, messages, reply, model)
+
+
+def _event_end(buf: bytes) -> int:
+    """Where the last complete SSE event in ``buf`` ends (0 when there is none yet)."""
+    lf, crlf = buf.rfind(b"\n\n"), buf.rfind(b"\r\n\r\n")
+    return max(lf + 2 if lf >= 0 else 0, crlf + 4 if crlf >= 0 else 0)
+
+
+def error_event(exc: UpstreamError) -> bytes:
+    """An SSE error event in the shape the OpenAI SDKs raise on (``data: {"error": {...}}``)."""
+    err = {"error": {"message": exc.message, "type": "upstream_error", "code": exc.code, "param": None}}
+    return f"data: {json.dumps(err, ensure_ascii=False)}\n\n".encode()
+
+
+def _relay(resp: httpx.Response, timeout_s: float, on_complete) -> Iterator[bytes]:
+    """Pass the upstream's SSE events on as they arrive; end a broken stream with an error event.
+
+    Only whole events are passed on, so a stream cut inside an event never hands the client half
+    a JSON line. A stream that stalls past the timeout, breaks off, or ends without finishing its
+    answer (no ``[DONE]``, no ``finish_reason``) gets an error event the OpenAI SDKs raise, and
+    no ``[DONE]``: the client can tell it from a whole answer. Only a whole, understood
+    completion is handed to ``on_complete`` (queued for memory).
+    """
+    sse = SSEText()
+    pending = b""
+    failure: UpstreamError | None = None
+    try:
+        for chunk in resp.iter_bytes():
+            sse.feed(chunk)
+            pending += chunk
+            end = _event_end(pending)
+            if end:
+                yield pending[:end]
+                pending = pending[end:]
+    except httpx.HTTPError as exc:  # headers are sent: the stream itself must say it failed
+        failure = transport_error(exc, timeout_s, during="stream")
+    finally:
+        resp.close()
+    if failure is None and not sse.finished:
+        failure = UpstreamError("the upstream LLM ended the stream before its answer was complete",
+                                code="upstream_incomplete")
+    if failure is not None:
+        log.warning("proxy: upstream stream failed (%s): %s", failure.code, failure.message)
+        if not sse.error:  # an error event of the upstream's own has already told the client
+            yield error_event(failure)
+        return
+    if pending:
+        yield pending
+    if sse.complete:
+        on_complete(sse)
+    else:
+        log.warning("proxy: the upstream's stream held no chat completion; nothing is written to memory")

@@ -27,7 +27,8 @@ def create_app(brain, *, env_tokens: dict | None = None) -> Flask:
     app.config["BRAIN"] = brain
     app.config["ENV_TOKENS"] = env_tokens
     app.config["MAX_CONTENT_LENGTH"] = brain.config.server.max_body_bytes
-    app.json.ensure_ascii = False
+    app.json.ensure_ascii = False  # Chinese stays readable UTF-8, never \uXXXX escapes
+    app.json.mimetype = "application/json; charset=utf-8"  # and says so, for clients that guess otherwise
     app.json.sort_keys = False
 
     for bp in BLUEPRINTS:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import math
 import os
 from typing import Any
 
@@ -16,23 +17,41 @@ from flask import current_app, g, request
 from ..buckets import validate_space
 from ..errors import AuthError, ForbiddenError, ValidationError
 
+MAX_DEPTH = 64           # no route reads a body nested deeper than a few levels
+MAX_NUMBER_CHARS = 40    # far beyond any field's range; a 5,000-digit literal is refused, not converted
+# Only the debug pages take the token from the address (a browser cannot send a header from a link);
+# everywhere else a token in the URL would end up in logs and histories.
+URL_TOKEN_BLUEPRINTS = frozenset({"debug_pages"})
+
 
 def get_brain():
     return current_app.config["BRAIN"]
 
 
 def json_body() -> dict:
-    """The request's JSON object, or a ValidationError that says what is wrong with it."""
+    """The request's JSON object, or a ValidationError that says what is wrong with it.
+
+    The token is checked first, so a caller without one learns nothing about what a good body
+    looks like. Nesting deeper than :data:`MAX_DEPTH` and numbers longer than
+    :data:`MAX_NUMBER_CHARS` are refused before anything walks them.
+    """
+    current_scope()
     raw = request.get_data(cache=True)
     if not raw:
         raise ValidationError("expected a JSON object body, got an empty body", code="bad_json")
     try:
-        data = json.loads(raw, parse_constant=_no_constant)
+        data = json.loads(raw, parse_constant=_no_constant, parse_int=_int, parse_float=_float)
     except UnicodeDecodeError:
         raise ValidationError("body is not UTF-8", code="bad_json") from None
     except json.JSONDecodeError as exc:
         raise ValidationError(f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
                               code="bad_json") from None
+    except _BadNumber as exc:
+        raise ValidationError(str(exc), code="bad_json") from None
+    except RecursionError:
+        data = _DEEP
+    if data is _DEEP or _too_deep(data):
+        raise ValidationError(f"JSON is nested more than {MAX_DEPTH} levels deep", code="bad_json")
     try:  # a \ud800 escape decodes to a lone surrogate, which no store, model or answer can encode
         json.dumps(data, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
@@ -45,6 +64,40 @@ def json_body() -> dict:
 
 def _no_constant(name: str):
     raise json.JSONDecodeError(f"{name} is not valid JSON (numbers must be finite)", name, 0)
+
+
+_DEEP = object()  # stands for a body the parser could not descend into
+
+
+class _BadNumber(ValueError):
+    """A number literal no field could use: too many digits, or overflowing to infinity."""
+
+
+def _int(text: str) -> int:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise _BadNumber(f"a number in the body has {len(text)} digits; at most {MAX_NUMBER_CHARS} are accepted")
+    return int(text)
+
+
+def _float(text: str) -> float:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise _BadNumber(f"a number in the body has {len(text)} characters; at most {MAX_NUMBER_CHARS} are accepted")
+    value = float(text)
+    if math.isinf(value):
+        raise _BadNumber(f"number {text[:40]} is too large (numbers must be finite)")
+    return value
+
+
+def _too_deep(data: Any) -> bool:
+    """True when containers nest deeper than MAX_DEPTH (walked without recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth > MAX_DEPTH:
+                return True
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return False
 
 
 def _token_rules() -> list[tuple[str, Any]]:
@@ -77,7 +130,12 @@ def current_scope() -> Any:
         g.ob_scope = "*"
         return "*"
     header = request.headers.get("Authorization", "")
-    token = header[7:].strip() if header.lower().startswith("bearer ") else request.args.get("token", "")
+    if header.lower().startswith("bearer "):
+        token = header[7:].strip()
+    elif request.blueprint in URL_TOKEN_BLUEPRINTS:
+        token = request.args.get("token", "")
+    else:
+        token = ""
     g.ob_scope = scope_of_token(rules, token)
     return g.ob_scope
 
@@ -100,11 +158,14 @@ def authorize_space(space: Any) -> str:
 
 
 def space_in_scope(space: Any, scope) -> str:
-    """Validate a space name and check it is in ``scope`` (a scope, or a callable that gives it)."""
+    """Validate a space name and check it is in ``scope`` (a scope, or a callable that gives it).
+
+    The scope is worked out first: a caller without a valid token learns nothing about spaces.
+    """
+    scope = scope() if callable(scope) else scope
     if space is None or space == "":
         raise ValidationError("is required", field="space")
     space = validate_space(space)
-    scope = scope() if callable(scope) else scope
     if scope != "*" and space not in scope:
         raise ForbiddenError(f"this token is not allowed for space {space!r}")
     return space

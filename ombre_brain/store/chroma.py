@@ -3,13 +3,29 @@
 We never give Chroma an embedding function, so it never tries to fetch its ONNX model, and
 we never share a collection between spaces: a ``where`` filter on a shared collection costs
 about 20x at 100k items (DESIGN §12) and one bug away from a cross-space read.
+
+Forgetting and Chroma's files (chromadb 1.5, embedded). Chroma keeps each vector in three
+places: its write-ahead log (the ``embeddings_queue`` table of ``chroma.sqlite3``, until the
+vector index next persists), the metadata segment (rows of the same file) and the HNSW segment
+directory (``<segment uuid>/data_level0.bin``), where a deleted vector is only marked deleted
+and stays until its slot is reused. Deleting a collection leaves its segment directory behind,
+and freed SQLite pages keep their bytes. So :meth:`ChromaBackend.rebuild` copies a space's live
+vectors into a fresh collection and drops the old one, and :meth:`ChromaBackend.compact_files`
+removes segment directories no collection owns and VACUUMs ``chroma.sqlite3``. docs/forgetting.md
+says what remains and how to clear it on a Chroma server.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
-from collections.abc import Sequence
+import re
+import shutil
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +36,13 @@ from ..errors import StoreError
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+log = logging.getLogger("ombre_brain")
+
+REBUILD_SUFFIX = "-rebuild"  # a space's collection while it is rebuilt; never listed as a space
+COPY_BATCH = 4000
+_SEGMENT_DIR_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+COSINE = {"hnsw": {"space": "cosine"}}
 
 
 def collection_name(space: str, namespace: str = "") -> str:
@@ -32,6 +55,50 @@ def collection_name(space: str, namespace: str = "") -> str:
     return "ob_" + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
+class _Gate:
+    """Any number of users at once, or one exclusive holder (a rebuild, a VACUUM); reentrant for users."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._users = 0
+        self._closed = False
+        self._mine = threading.local()
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        depth = getattr(self._mine, "depth", 0)
+        if depth == 0:
+            with self._cond:
+                while self._closed:
+                    self._cond.wait()
+                self._users += 1
+        self._mine.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._mine.depth = depth
+            if depth == 0:
+                with self._cond:
+                    self._users -= 1
+                    if not self._users:
+                        self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            while self._closed:
+                self._cond.wait()
+            self._closed = True
+            while self._users:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._closed = False
+                self._cond.notify_all()
+
+
 class ChromaBackend:
     """The thin layer over chromadb; everything it returns is plain Python data."""
 
@@ -41,6 +108,7 @@ class ChromaBackend:
 
         settings = Settings(anonymized_telemetry=False, allow_reset=False)
         self.mode = cfg.mode
+        self.path = path
         self.namespace = namespace
         try:
             if cfg.mode == "http":
@@ -53,49 +121,85 @@ class ChromaBackend:
             where = f"http://{cfg.host}:{cfg.port}" if cfg.mode == "http" else str(path)
             raise StoreError(f"cannot open Chroma ({cfg.mode}) at {where}: {exc}") from None
         self._collections: dict[str, Any] = {}
+        self._files = _Gate()                   # exclusive: compact_files (the whole sqlite file)
+        self._spaces: dict[str, _Gate] = {}      # exclusive: rebuild of one space
+        self._gates_lock = threading.Lock()
+
+    # ------------------------------------------------------------ gates
+
+    @contextmanager
+    def _use(self, space: str) -> Iterator[None]:
+        with self._files.shared(), self._gate(space).shared():
+            yield
+
+    def _gate(self, space: str) -> _Gate:
+        with self._gates_lock:
+            return self._spaces.setdefault(space, _Gate())
+
+    def _meta(self, space: str) -> dict:
+        return {"space": space, "store": self.namespace} if self.namespace else {"space": space}
 
     def collection(self, space: str):
         col = self._collections.get(space)
         if col is None:
-            meta = {"space": space, "store": self.namespace} if self.namespace else {"space": space}
-            col = self.client.get_or_create_collection(
-                collection_name(space, self.namespace), embedding_function=None,
-                configuration={"hnsw": {"space": "cosine"}}, metadata=meta,
-            )
-            self._collections[space] = col
+            with self._use(space):
+                col = self._open(space)
         return col
+
+    def _open(self, space: str):
+        """The space's collection; finishes a rebuild a crash cut short between its drop and rename."""
+        name = collection_name(space, self.namespace)
+        col = _get(self.client, name)
+        leftover = _get(self.client, name + REBUILD_SUFFIX)
+        if col is None and leftover is not None:  # the old one was dropped: the copy is whole
+            leftover.modify(name=name)
+            col = _get(self.client, name)
+        elif leftover is not None:  # a copy that never finished; the original is intact
+            self.client.delete_collection(name + REBUILD_SUFFIX)
+        if col is None:
+            col = self.client.get_or_create_collection(name, embedding_function=None, configuration=COSINE,
+                                                       metadata=self._meta(space))
+        self._collections[space] = col
+        return col
+
+    # ------------------------------------------------------------ reads and writes
 
     def upsert(self, space: str, ids: Sequence[str], embeddings: np.ndarray, metadatas: Sequence[dict],
                documents: Sequence[str] | None = None) -> None:
         if not ids:
             return
-        self.collection(space).upsert(ids=list(ids), embeddings=np.asarray(embeddings, dtype=np.float32),
-                                      metadatas=list(metadatas),
-                                      documents=list(documents) if documents is not None else None)
+        with self._use(space):
+            self.collection(space).upsert(ids=list(ids), embeddings=np.asarray(embeddings, dtype=np.float32),
+                                          metadatas=list(metadatas),
+                                          documents=list(documents) if documents is not None else None)
 
     def delete(self, space: str, ids: Sequence[str]) -> None:
         if ids:
-            self.collection(space).delete(ids=list(ids))
+            with self._use(space):
+                self.collection(space).delete(ids=list(ids))
 
     def ids_for_bucket(self, space: str, bucket_id: str) -> list[str]:
-        return self.collection(space).get(where={"bucket_id": bucket_id}, include=[])["ids"]
+        with self._use(space):
+            return self.collection(space).get(where={"bucket_id": bucket_id}, include=[])["ids"]
 
     def all_ids(self, space: str) -> list[str]:
-        col = self.collection(space)
         out: list[str] = []
         offset = 0
-        while True:
-            got = col.get(include=[], limit=5000, offset=offset)["ids"]
-            out.extend(got)
-            if len(got) < 5000:
-                return out
-            offset += len(got)
+        with self._use(space):
+            col = self.collection(space)
+            while True:
+                got = col.get(include=[], limit=5000, offset=offset)["ids"]
+                out.extend(got)
+                if len(got) < 5000:
+                    return out
+                offset += len(got)
 
     def get_text_hashes(self, space: str, ids: Sequence[str]) -> dict[str, str | None]:
         """The moment-text hash each id was embedded from (Chroma holds hashes, never memory text)."""
         if not ids:
             return {}
-        got = self.collection(space).get(ids=list(ids), include=["metadatas"])
+        with self._use(space):
+            got = self.collection(space).get(ids=list(ids), include=["metadatas"])
         return {i: (m or {}).get("text_hash") for i, m in zip(got["ids"], got["metadatas"] or [], strict=False)}
 
     def get_vectors(self, space: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
@@ -111,7 +215,8 @@ class ChromaBackend:
     def get_documents(self, space: str, ids: Sequence[str]) -> dict[str, str]:
         if not ids:
             return {}
-        got = self.collection(space).get(ids=list(ids), include=["documents"])
+        with self._use(space):
+            got = self.collection(space).get(ids=list(ids), include=["documents"])
         return dict(zip(got["ids"], got["documents"] or [], strict=False))
 
     def query(self, space: str, vector: np.ndarray, k: int) -> dict[str, float]:
@@ -120,28 +225,93 @@ class ChromaBackend:
         No ``count()`` first: Chroma 1.x answers an empty or smaller collection with fewer ids,
         and the count cost a second round trip (4 ms at 10k moments) on every turn.
         """
-        res = self.collection(space).query(query_embeddings=np.asarray(vector, dtype=np.float32).reshape(1, -1),
-                                           n_results=k, include=["distances"])
+        with self._use(space):
+            res = self.collection(space).query(
+                query_embeddings=np.asarray(vector, dtype=np.float32).reshape(1, -1), n_results=k,
+                include=["distances"])
         return {i: 1.0 - float(d) for i, d in zip(res["ids"][0], res["distances"][0], strict=False)}
 
     def count(self, space: str) -> int:
-        return self.collection(space).count()
+        with self._use(space):
+            return self.collection(space).count()
 
     def drop_space(self, space: str) -> None:
         name = collection_name(space, self.namespace)
-        self._collections.pop(space, None)
-        try:
-            self.client.delete_collection(name)
-        except Exception:  # already gone is fine: the goal state holds
-            pass
+        with self._files.shared(), self._gate(space).exclusive():
+            self._collections.pop(space, None)
+            for n in (name, name + REBUILD_SUFFIX):
+                try:
+                    self.client.delete_collection(n)
+                except Exception:  # already gone is fine: the goal state holds
+                    pass
 
     def list_spaces(self) -> list[str]:
         out = []
         for col in self.client.list_collections():
             meta = getattr(col, "metadata", None) or {}
+            if getattr(col, "name", "").endswith(REBUILD_SUFFIX):
+                continue
             if "space" in meta and meta.get("store", "") == self.namespace:
                 out.append(meta["space"])
         return out
+
+    # ------------------------------------------------------------ compaction (forgetting)
+
+    def rebuild(self, space: str) -> int:
+        """Copy the space's live vectors into a fresh collection and drop the old one; returns how many.
+
+        The old collection's HNSW files keep deleted vectors (only marked deleted) and its log
+        keeps upserts until the index persists; a fresh collection holds neither. Writers and
+        readers of this space wait while it runs; other spaces do not.
+        """
+        name = collection_name(space, self.namespace)
+        with self._files.shared(), self._gate(space).exclusive():
+            old = self._collections.get(space) or self._open(space)
+            if _get(self.client, name + REBUILD_SUFFIX) is not None:
+                self.client.delete_collection(name + REBUILD_SUFFIX)
+            fresh = self.client.create_collection(name + REBUILD_SUFFIX, embedding_function=None,
+                                                  configuration=COSINE, metadata=self._meta(space))
+            copied, offset = 0, 0
+            while True:
+                got = old.get(include=["embeddings", "metadatas"], limit=COPY_BATCH, offset=offset)
+                if not got["ids"]:
+                    break
+                fresh.upsert(ids=got["ids"], embeddings=np.asarray(got["embeddings"], dtype=np.float32),
+                             metadatas=got["metadatas"])
+                copied += len(got["ids"])
+                offset += len(got["ids"])
+            self._collections.pop(space, None)
+            self.client.delete_collection(name)
+            fresh.modify(name=name)
+            self._collections[space] = _get(self.client, name)
+            return copied
+
+    def compact_files(self) -> dict:
+        """Embedded only: remove segment directories no collection owns, then VACUUM chroma.sqlite3.
+
+        Returns what was done; on a Chroma server there is nothing this process can reach.
+        """
+        if self.mode != "embedded":
+            return {"orphan_dirs": 0, "vacuumed": False}
+        db = self.path / "chroma.sqlite3"
+        with self._files.exclusive():
+            removed = 0
+            try:
+                conn = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True, timeout=30)
+                try:
+                    owned = {r[0] for r in conn.execute("SELECT id FROM segments")}
+                finally:
+                    conn.close()
+            except sqlite3.Error as exc:
+                log.warning("chroma compaction: cannot read the segment list (%s); segment dirs left as they are", exc)
+                owned = None
+            if owned is not None:
+                for d in self.path.iterdir():
+                    if d.is_dir() and _SEGMENT_DIR_RE.fullmatch(d.name) and d.name not in owned:
+                        shutil.rmtree(d, ignore_errors=True)
+                        removed += 1
+            vacuumed = _vacuum(db)
+        return {"orphan_dirs": removed, "vacuumed": vacuumed}
 
     def close(self) -> None:
         """Release Chroma's files and threads (PersistentClient keeps them until the last close)."""
@@ -152,3 +322,28 @@ class ChromaBackend:
                 close()
             except Exception:  # closing twice, or a server already gone: nothing left to release
                 pass
+
+
+def _get(client, name: str):
+    """The named collection, or None when there is none."""
+    try:
+        return client.get_collection(name, embedding_function=None)
+    except Exception:  # chromadb raises NotFoundError (1.x) or ValueError (older) for a missing one
+        return None
+
+
+def _vacuum(db: Path, attempts: int = 3) -> bool:
+    """VACUUM Chroma's SQLite file so freed pages (deleted vectors and log rows) leave the file."""
+    for i in range(attempts):
+        try:
+            conn = sqlite3.connect(db, timeout=30, isolation_level=None)
+            try:
+                conn.execute("VACUUM")
+                return True
+            finally:
+                conn.close()
+        except sqlite3.OperationalError as exc:  # Chroma holds a lock: try again shortly
+            log.info("chroma VACUUM attempt %d failed: %s", i + 1, exc)
+            threading.Event().wait(0.5 * (i + 1))
+    log.warning("chroma VACUUM did not run; freed pages of %s keep their bytes until the next compaction", db)
+    return False

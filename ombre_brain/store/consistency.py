@@ -38,6 +38,7 @@ class ConsistencyMixin:
         buckets = [bucket_from_stored(json.loads(r["data"])) for r in rows]
         for i in range(0, len(buckets), 64):
             n += self._reembed(buckets[i:i + 64])
+        self.chroma.compact_files()  # the dropped collection's files held every old vector
         return {"space": space, "buckets": len(rows), "moments": n, "model_id": self.embedder.model_id}
 
     def _reembed(self, buckets: Sequence[Bucket]) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
+from ..text import CJK_RE
+
 CHUNK = 400
 
 
@@ -75,3 +77,47 @@ class ForgettingMixin:
             marks = ",".join("?" * len(chunk))
             conn.execute(f"UPDATE buckets SET state = 'deleting' WHERE space = ? AND id IN ({marks})",
                          (space, *chunk))
+
+    def purged_terms(self, space: str, bucket_ids: Sequence[str]) -> list[str]:
+        """The words of these buckets that no other memory of the space holds (call before deleting them).
+
+        Logged turns and queued exchanges that contain one of these carry the forgotten text,
+        whether or not they name the bucket: a query asked before the memory existed, or the very
+        message it was written from. Words other memories still hold are not the forgotten text.
+        The buckets must already be ``deleting``, so the rebuilt lexical index leaves them out.
+        """
+        ids = list(bucket_ids)
+        terms: set[str] = set()
+        for chunk in _chunks(ids):
+            marks = ",".join("?" * len(chunk))
+            for r in self.ledger.query(f"SELECT tokens FROM moments WHERE space = ? AND bucket_id IN ({marks})",
+                                       (space, *chunk)):
+                terms.update(r["tokens"].split())
+            for r in self.ledger.query(f"SELECT data FROM buckets WHERE space = ? AND id IN ({marks})",
+                                       (space, *chunk)):
+                data = json.loads(r["data"])
+                terms.update(self.tokens(" ".join([data.get("title") or "", data.get("summary") or "",
+                                                   *(data.get("tags") or ())])))
+        if not terms:
+            return []
+        self.drop_lexical(space)
+        survivors = self.lexical(space)
+        return sorted(t for t in terms if _distinctive(t) and survivors.doc_freq(t) == 0)
+
+    def compact_vectors(self, space: str, *, dropped: bool = False) -> dict:
+        """Leave no deleted vector in Chroma's files: rebuild the space's collection, then compact them.
+
+        ``dropped``: the space's collection is already gone (a whole-space purge).
+        """
+        out = {"rebuilt": 0}
+        if not dropped and self.known_space(space):
+            out["rebuilt"] = self.chroma.rebuild(space)
+        out.update(self.chroma.compact_files())
+        return out
+
+
+def _distinctive(term: str) -> bool:
+    """Long enough to mean something when found inside other text (and not a bare number or date part)."""
+    if term.isdigit():
+        return False
+    return len(term) >= (2 if CJK_RE.search(term) else 3)

@@ -98,6 +98,9 @@ class Ledger:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
+            # Deleted and rewritten rows are zeroed, not left in free space: forgetting (a purge, an
+            # edit that drops words, a trimmed turn log) leaves no readable remnant in the file.
+            conn.execute("PRAGMA secure_delete=ON")
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)

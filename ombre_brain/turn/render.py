@@ -353,16 +353,18 @@ def _section_lines(section: SectionOut) -> list[str]:
 
 def render_markdown(stable_sections: Sequence[SectionOut], dynamic_sections: Sequence[SectionOut],
                     framing_line: str) -> str:
-    """The injected prompt text: stable sections, then the framing line and the dynamic sections.
+    """The injected prompt text: the framing line, then the stable sections and the dynamic ones.
 
-    Memory items are quoted; note items (no bucket, shape ``note``) are plain escaped lines.
-    The only lines that start with "#" are the section headings.
+    The framing line opens the whole block (DESIGN §6), stable sections (Core Memory, Confirmed
+    Facts) included: everything after it is quoted data, never instructions. Memory items are
+    quoted; note items (no bucket, shape ``note``) are plain escaped lines. The only lines that
+    start with "#" are the section headings.
     """
-    blocks: list[list[str]] = [_section_lines(s) for s in stable_sections]
-    if dynamic_sections:
+    blocks: list[list[str]] = []
+    if stable_sections or dynamic_sections:
         framing = _note_lines(framing_line)
         if framing:
             blocks.append(framing)
-        blocks += [_section_lines(s) for s in dynamic_sections]
+    blocks += [_section_lines(s) for s in stable_sections]
+    blocks += [_section_lines(s) for s in dynamic_sections]
     return "\n\n".join("\n".join(b) for b in blocks)
-
