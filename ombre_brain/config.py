@@ -102,7 +102,7 @@ class AdmissionConfig:
 class ContextConfig:
     """How the conversation before a message weighs in retrieval (DESIGN §14)."""
 
-    user_messages: int = field(default=2, metadata=_rng(0, 20))  # the recent user messages that make the topic
+    user_messages: int = field(default=4, metadata=_rng(0, 20))  # the recent user messages that make the topic
     decay: float = field(default=0.5, metadata=_rng(0, 1))       # weight of the previous one; its predecessor decay²
     anaphora_boost: float = field(default=2.0, metadata=_rng(1, 10))  # "那天晚上", "that night": the topic weighs more
 

@@ -239,7 +239,8 @@ def calibrate(paths: Sequence[str | Path], *, locomo: str | Path | None = None, 
         cv_p[~train] = predict(x[~train], fw, fb)
     t = choose_threshold(ex, cv_p, questions)  # placed on out-of-fold scores: in-sample ones flatter
     fitted = (f"ombre-brain calibrate {' '.join('--data ' + str(pp) for pp in paths)}"
-              f"{' --locomo ' + str(locomo) if locomo else ''} ({len(questions)} questions, {len(ex)} candidates)")
+              f"{' --locomo ' + str(locomo) if locomo else ''} ({len(questions)} questions, "
+              f"{sum(e.weighed for e in ex)} candidates)")
     model = AdmissionModel(weights={n: round(float(v), 4) for n, v in zip(ADMISSION_FEATURES, w, strict=True)},
                            bias=round(b, 4), admit=t, fitted=fitted)
     m = np.array([e.weighed for e in ex])  # AUC and ECE over the candidates the score decides about
