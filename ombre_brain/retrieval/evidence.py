@@ -25,6 +25,7 @@ log = logging.getLogger("ombre_brain")
 
 BACKGROUND_SAMPLE = 256  # moments whose cosines to the query are its background in the space
 MIN_BACKGROUND = 8
+MIN_IDF_MOMENTS = 8  # below this a space's own idf cannot tell common words from rare ones
 
 
 class Admitter:
@@ -60,7 +61,7 @@ class Admitter:
         candidates it weighs, exact cosines and the second opinion."""
         emb = self.store.embedder
         query = plan.query or plan.normalized
-        asked = asked_terms(plan.terms, idf=self.store.lexical(space).idf, cfg=self.cfg, context=plan.context_terms)
+        asked = asked_terms(plan.terms, idf=self._idf(space), cfg=self.cfg, context=plan.context_terms)
         background = exact = second = None
         if dense and query.strip():
             weighed = [c for c in found.candidates if c.rank <= self.cfg.retrieval.admission.max_rank]
@@ -72,6 +73,15 @@ class Admitter:
             second = self._second_opinion(space, plan, weighed, sample)
         return query_evidence(found.candidates, asked, query_is_cjk=is_cjk_text(query), background=background,
                               cjk_capable=emb.cjk_capable, exact=exact, second=second)
+
+    def _idf(self, space: str):
+        """The space's idf; in a space of a few moments every word is "common", so there a seen word counts as
+        discriminative (a new user's first memories are recalled by their words from the first day)."""
+        idx = self.store.lexical(space)
+        if len(idx) >= MIN_IDF_MOMENTS:
+            return idx.idf
+        floor = self.cfg.retrieval.min_idf
+        return lambda t: max(idx.idf(t), floor) if idx.doc_freq(t) else 0.0
 
     def _exact_cosines(self, space: str, qvec: np.ndarray, cands: Sequence[Candidate]) -> dict[str, float]:
         """Cosines of candidates lexical search alone found, from their best content moment's stored vector."""
