@@ -84,11 +84,17 @@ ADMISSION_FEATURES = ("lexical", "cosine", "dense_z", "margin", "gap", "dense_rr
 
 @dataclass(frozen=True)
 class AdmissionModel:
-    """One embedding model's fitted admission: evidence = sigmoid(weights · features + bias), admitted at ``admit``."""
+    """One embedding model's fitted admission: evidence = sigmoid(weights · features + bias), admitted at ``admit``.
+
+    A question in one script about a memory in another (English about Chinese) has no lexical route
+    and its evidence is spread lower; ``admit_cross_script`` is its own threshold, fitted beside
+    ``admit`` (unset: the same as ``admit``).
+    """
 
     weights: dict[str, float] = field(default_factory=dict)
     bias: float = 0.0
     admit: float = field(default=0.5, metadata=_rng(0, 1))
+    admit_cross_script: float | None = field(default=None, metadata=_rng(0, 1))
     fitted: str = ""  # the command and data that produced these numbers
 
 

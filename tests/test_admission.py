@@ -133,6 +133,18 @@ def test_calibrated_admission_carries_its_evidence_and_features():
     assert top.to_dict()["evidence"] == top.evidence
 
 
+def test_a_question_in_another_script_is_held_to_its_own_threshold():
+    """English about a Chinese memory has no lexical route; ``admit_cross_script`` is fitted for it apart."""
+    c = cands_of((SEA, 0.90, None), (DOG, 0.81, None))
+    model = AdmissionModel(weights={}, bias=0.0, admit=0.9, admit_cross_script=0.4)  # evidence 0.5 everywhere
+    across = admit(c[0], evidence_for(c, [], query_is_cjk=False), cfg=CFG, model=model)
+    within = admit(c[0], evidence_for(c, [], query_is_cjk=True), cfg=CFG, model=model)
+    assert (across.admitted, across.reason) == (True, "evidence_above_threshold")
+    assert (within.admitted, within.reason) == (False, "evidence_below_threshold")
+    unset = AdmissionModel(weights={}, bias=0.0, admit=0.9)  # no cross-script threshold: admit holds for both
+    assert not admit(c[0], evidence_for(c, [], query_is_cjk=False), cfg=CFG, model=unset).admitted
+
+
 def test_context_only_hits_are_never_admitted_whatever_the_model():
     c = group_by_bucket([hit("rain_walk#2", 0.9, 0.99, 6.0), hit("rain_walk#3", 0.5, 0.99)], {"rain_walk": RAIN})
     q = evidence_for(c, ["薄荷糖", "散步"])
@@ -171,13 +183,14 @@ def test_latin_terms_match_at_word_starts():
     assert not admit(c[0], evidence_for(c, ["cat"], query_is_cjk=False), cfg=CFG, model=None).admitted
 
 
-def test_a_model_without_fitted_weights_warns_and_admits_lexically(tmp_path, caplog):
+def test_a_model_without_fitted_weights_warns_and_admits_lexically(tmp_path, caplog, monkeypatch):
     """Any sentence-transformers model a user names has no fitted admission: lexical-only, with a warning."""
     from ombre_brain import Brain
+    from ombre_brain.retrieval.evidence import Admitter
 
     caplog.set_level("WARNING", logger="ombre_brain")
-    cfg = {"retrieval": {"admission": {"models": {}}}}
-    with Brain.open(tmp_path / "d", cfg) as b:
+    monkeypatch.setattr(Admitter, "model_key", lambda self: "a-model-a-user-named")
+    with Brain.open(tmp_path / "d") as b:
         b.write(space="a:b", title="我们一起去海边看日出")
         b.write(space="a:b", title="周末在家做了红烧肉")
         b.write(space="a:b", title="小雨的猫叫年糕")
@@ -231,16 +244,17 @@ def test_the_direct_seed_gate_carries_the_evidence_and_the_debug_page_shows_it(t
     with Brain.open(tmp_path / "d", _generous(tmp_path)) as b:
         b.write(space="dbg:x", id="sea", title="一起去海边看日出")
         b.write(space="dbg:x", id="pork", title="周末做了红烧肉")
-        t = b.turn("dbg:x", "s1", "还记得海边吗", dry_run=True)
+        Q = "do you remember watching the sunrise by the sea?"  # no word in common: only the score can admit
+        t = b.turn("dbg:x", "s1", Q, dry_run=True)
         item = t.section("recalled_memory").items[0]
         ds = item.runtime_gate["direct_seed"]
         assert ds["reason"] == "admitted_evidence_above_threshold" and ds["evidence"] > 0.5
         assert set(ds["features"]) >= {"lexical", "dense_z", "cross_script"}
         client = create_app(b).test_client()
-        data = client.get("/api/recall-debug", query_string={"space": "dbg:x", "q": "还记得海边吗"}).get_json()
+        data = client.get("/api/recall-debug", query_string={"space": "dbg:x", "q": Q}).get_json()
         sea = next(c for c in data["candidates"] if c["bucket_id"] == "sea")
         assert sea["admission"]["evidence"] > 0.5 and sea["admission_summary"].startswith("evidence ")
-        html = client.get("/debug/", query_string={"space": "dbg:x", "q": "还记得海边吗"}).get_data(as_text=True)
+        html = client.get("/debug/", query_string={"space": "dbg:x", "q": Q}).get_data(as_text=True)
         assert "admitted: evidence " in html and "dense z" in html
 
 

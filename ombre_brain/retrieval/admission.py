@@ -34,7 +34,7 @@ from ..recall_types import Admission, Candidate
 from ..text import CJK_RE, is_cjk_text
 
 __all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admit", "asked_terms", "candidate_features",
-           "discriminative_terms", "evidence_of", "query_evidence", "term_weight"]
+           "discriminative_terms", "evidence_of", "query_evidence", "term_weight", "threshold_for"]
 
 FEATURES = ADMISSION_FEATURES
 """The admission features, in a fixed order (weights are keyed by these names)."""
@@ -281,6 +281,13 @@ def evidence_of(features: Mapping[str, float], model: AdmissionModel) -> float:
     return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
 
+def threshold_for(model: AdmissionModel, features: Mapping[str, float]) -> float:
+    """The model's threshold for this candidate: ``admit_cross_script`` across scripts when fitted, else ``admit``."""
+    if features.get("cross_script") and model.admit_cross_script is not None:
+        return model.admit_cross_script
+    return model.admit
+
+
 def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionModel | None) -> Admission:
     """Whether a candidate has evidence enough for a direct hit (DESIGN §13; the direct seed gate reads it).
 
@@ -290,7 +297,8 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
        ``term_in_<field>`` (what is asked about is written in the memory; a new user's few
        memories are recalled on it from the first day);
     3. with a fitted model, for the ``max_rank`` best candidates: ``evidence_above_threshold`` when
-       the evidence reaches the model's ``admit``, else ``evidence_below_threshold``; lower ranks
+       the evidence reaches the model's ``admit`` (``admit_cross_script`` when query and memory
+       are in different scripts), else ``evidence_below_threshold``; lower ranks
        are ``below_admission_rank``. The threshold is fitted with route 2 in place (``calibrate``);
     4. without a model: some terms but too little coverage -> ``weak_term_coverage``; otherwise
        ``no_topic_evidence``.
@@ -309,7 +317,7 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
     if model is not None and not weighed:
         return Admission(False, "below_admission_rank", matched, semantic, coverage)
     if weighed:
-        ok = ev >= model.admit
+        ok = ev >= threshold_for(model, feats)
         return Admission(ok, "evidence_above_threshold" if ok else "evidence_below_threshold", matched, semantic,
                          coverage, evidence=ev, features=feats)
     if first is not None:

@@ -52,6 +52,7 @@ class Example:
     source: str      # the labelled set it came from (each set weighs the same in the fit)
     lexical_ok: bool = False  # admitted by lexical evidence whatever the score (retrieval/admission.py, route 2)
     weighed: bool = True      # within retrieval.admission.max_rank: the score is fitted on these
+    cross: bool = False       # query and memory in different scripts: judged by admit_cross_script
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,8 @@ def examples_of(s: InjectSet, offset: int, *, config=None, show_progress: bool =
                     continue  # never weighed for admission in a turn
                 f = candidate_features(cand, q, coverage)
                 out.append(Example(tuple(f[n] for n in ADMISSION_FEATURES), int(cand.bucket.id in c.wanted), qi,
-                                   group, cand.fused, source, lexical_ok, cand.rank <= max_rank))
+                                   group, cand.fused, source, lexical_ok, cand.rank <= max_rank,
+                                   bool(f["cross_script"])))
         bar.close()
     return out, questions, model_id
 
@@ -142,16 +144,20 @@ def predict(x: np.ndarray, weights: np.ndarray, bias: float) -> np.ndarray:
 # ---------------------------------------------------------------- what a turn would inject
 
 
-def _admitted(ex: Sequence[Example], p: np.ndarray, t: float) -> dict[int, list[tuple[float, int]]]:
+Thresholds = tuple[float, float]
+"""(admit, admit_cross_script): one threshold for a question and memory in the same script, one across scripts."""
+
+
+def _admitted(ex: Sequence[Example], p: np.ndarray, t: Thresholds) -> dict[int, list[tuple[float, int]]]:
     """Per question, the (fused, label) of what a turn would admit at t: lexical evidence, or a weighed score >= t."""
     by_q: dict[int, list[tuple[float, int]]] = {}
     for e, pe in zip(ex, p, strict=True):
-        if e.lexical_ok or (e.weighed and pe >= t):
+        if e.lexical_ok or (e.weighed and pe >= t[e.cross]):
             by_q.setdefault(e.query, []).append((e.fused, e.label))
     return {q: sorted(v, key=lambda c: -c[0])[:MAX_DIRECT] for q, v in by_q.items()}
 
 
-def outcomes(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Question], t: float) -> dict:
+def outcomes(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Question], t: Thresholds) -> dict:
     """Per kind and language at threshold t: inject recall for questions with wanted memories, false recall else."""
     by_q = _admitted(ex, p, t)
     rows: dict[str, dict[str, list[int]]] = {}
@@ -167,7 +173,8 @@ SCORED_KINDS = ("positive", "crosslingual")  # what the threshold maximises (per
 GUARD_KINDS = ("negative", "casual")           # what it must keep within MAX_FALSE_RECALL
 
 
-def _rates(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Question], t: float) -> tuple[float, float]:
+def _rates(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Question], t: Thresholds
+           ) -> tuple[float, float]:
     """(mean inject recall over the sets' positive and cross-lingual questions, false recall of the guards) at t."""
     got = _admitted(ex, p, t)
     hits: dict[tuple[str, str], list[int]] = {}
@@ -183,18 +190,36 @@ def _rates(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Question], 
     return recall, (guard_hit / guard if guard else 0.0)
 
 
-def choose_threshold(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Question]) -> float:
-    """The threshold with the most wanted injections among those keeping false recall within MAX_FALSE_RECALL.
+GRID = [i / 100 for i in range(2, 100)]
+
+
+def choose_threshold(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Question]) -> Thresholds:
+    """The thresholds with the most wanted injections among those keeping false recall within MAX_FALSE_RECALL.
 
     Recall is averaged over each set's positive and cross-lingual questions, so no one set decides;
     the guard is the absent-topic and casual questions (LoCoMo's adversarial ones are reported, not used).
+    One shared threshold first, then each in turn with the other held (coordinate ascent: the full grid
+    is 100 times slower and, on our sets, finds the same pair).
     """
-    best = (-1.0, 0.99)
-    for t in [i / 100 for i in range(2, 100)]:
+    def score(t: Thresholds) -> float:
         recall, false = _rates(ex, p, questions, t)
-        if false <= MAX_FALSE_RECALL and recall > best[0]:
-            best = (recall, t)
-    return best[1]
+        return recall if false <= MAX_FALSE_RECALL else -1.0
+
+    best_t: Thresholds = max(((v, v) for v in GRID), key=lambda t: (score(t), t[0]))
+    best = score(best_t)
+    if not any(e.cross and e.weighed for e in ex):
+        return best_t
+    for _ in range(3):
+        moved = False
+        for side in (1, 0):
+            for v in GRID:
+                t = (v, best_t[1]) if side == 0 else (best_t[0], v)
+                s = score(t)
+                if s > best:
+                    best, best_t, moved = s, t, True
+        if not moved:
+            break
+    return best_t
 
 
 def _folds(groups: Sequence[str], k: int, seed: int = 13) -> list[set[str]]:
@@ -242,13 +267,13 @@ def calibrate(paths: Sequence[str | Path], *, locomo: str | Path | None = None, 
               f"{' --locomo ' + str(locomo) if locomo else ''} ({len(questions)} questions, "
               f"{sum(e.weighed for e in ex)} candidates)")
     model = AdmissionModel(weights={n: round(float(v), 4) for n, v in zip(ADMISSION_FEATURES, w, strict=True)},
-                           bias=round(b, 4), admit=t, fitted=fitted)
+                           bias=round(b, 4), admit=t[0], admit_cross_script=t[1], fitted=fitted)
     m = np.array([e.weighed for e in ex])  # AUC and ECE over the candidates the score decides about
     yi = y[m].astype(int).tolist()
     return {
         "model_id": model_id, "model": {"weights": model.weights, "bias": model.bias, "admit": model.admit,
-                                        "fitted": model.fitted},
-        "questions": len(questions), "candidates": int(m.sum()), "threshold": t,
+                                        "admit_cross_script": model.admit_cross_script, "fitted": model.fitted},
+        "questions": len(questions), "candidates": int(m.sum()), "threshold": list(t),
         "in_sample": {"by_kind": outcomes(ex, p, questions, t),
                       "ece": expected_calibration_error(list(zip(p[m].tolist(), yi, strict=True))),
                       "auc": auc(p[m], y[m])},
@@ -273,7 +298,8 @@ def write_overlay(res: dict, path: str | Path) -> None:
     """A config overlay holding the fitted admission for this embedder (merge it with --config)."""
     m = res["model"]
     doc = {"retrieval": {"admission": {"models": {res["model_id"]: {
-        "weights": m["weights"], "bias": m["bias"], "admit": m["admit"], "fitted": m["fitted"]}}}}}
+        "weights": m["weights"], "bias": m["bias"], "admit": m["admit"],
+        "admit_cross_script": m["admit_cross_script"], "fitted": m["fitted"]}}}}}
     Path(path).write_text("# written by `ombre-brain calibrate`\n" + yaml.safe_dump(doc, allow_unicode=True,
                                                                                         sort_keys=False),
                           encoding="utf-8")
@@ -283,7 +309,8 @@ def format_calibration(res: dict) -> str:
     m = res["model"]
     lines = [f"calibrated admission for {res['model_id']}: {res['questions']} questions, {res['candidates']} "
              f"candidates", "weights: " + ", ".join(f"{k} {v:+.3f}" for k, v in m["weights"].items())
-             + f"; bias {m['bias']:+.3f}; admit at evidence >= {m['admit']}", "",
+             + f"; bias {m['bias']:+.3f}; admit at evidence >= {m['admit']} "
+             f"({m['admit_cross_script']} across scripts)", "",
              "| kind | lang | n | in-sample | cross-validated |", "|---|---|---|---|---|"]
     ins, cv = res["in_sample"]["by_kind"], res["cross_validated"]["by_kind"]
     for kind, langs in ins.items():
