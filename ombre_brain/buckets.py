@@ -34,7 +34,7 @@ WRITER_LAYERS = ("stable_boundary", "short_state", "process_event", "relationshi
 CLASSIFICATION_SOURCES = ("model", "model_adjusted", "rule", "default")
 ORIGINS = ("user", "assistant", "derived")
 BASES = ("stated", "observed", "inferred", "unknown")
-FLAGS = ("pinned", "protected", "anchor", "archived", "resolved", "digested")
+FLAGS = ("pinned", "protected", "anchor", "archived", "resolved", "digested", "dont_surface")
 TIME_FIELDS = ("created", "updated", "last_active", "event_time")
 PARAGRAPH_MAX = 300  # DESIGN §6: a paragraph longer than this is split at sentence boundaries
 
@@ -106,6 +106,7 @@ class Bucket:
     archived: bool = False
     resolved: bool = False
     digested: bool = False
+    dont_surface: bool = False  # the user asked that it never surface: every gate refuses it (turn/gates.py)
     created: str = ""
     updated: str = ""
     last_active: str = ""
