@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from .errors import ValidationError
+from .text import sentence_spans, split_sentences  # noqa: F401  (split_sentences re-exported)
 from .timeutil import iso, now_utc, parse_time
 
 SECTION_NAMES = (
@@ -36,7 +37,7 @@ ORIGINS = ("user", "assistant", "derived")
 BASES = ("stated", "observed", "inferred", "unknown")
 FLAGS = ("pinned", "protected", "anchor", "archived", "resolved", "digested", "dont_surface")
 TIME_FIELDS = ("created", "updated", "last_active", "event_time")
-PARAGRAPH_MAX = 300  # DESIGN §6: a paragraph longer than this is split at sentence boundaries
+PARAGRAPH_MAX = 300  # DESIGN §6: a longer paragraph is split at sentence boundaries, a longer sentence hard
 
 # Dream-only fields (issue 6) ride along on the bucket so GET /v1/buckets shows them.
 DREAM_FIELDS = ("core_affect", "recall_cues", "source_bucket_ids", "surfaced", "surface_attempts")
@@ -44,7 +45,6 @@ DREAM_FIELDS = ("core_affect", "recall_cues", "source_bucket_ids", "surfaced", "
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
 _SPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
 _HEADING_RE = re.compile(r"^###[ \t]+(.+?)[ \t]*#*[ \t]*$")
-_SENTENCE_END_RE = re.compile(r"(?<=[。！？!?；;…])|(?<=[.](?=\s))")
 
 
 def validate_space(space: Any) -> str:
@@ -242,33 +242,18 @@ def parse_sections(body: str) -> list[Section]:
     return sections
 
 
-def split_sentences(text: str) -> list[str]:
-    parts = [p for p in _SENTENCE_END_RE.split(text) if p]
-    return parts or [text]
-
-
 def _paragraphs(section: Section) -> list[tuple[str, int, int]]:
-    """Paragraphs of a section with their body offsets; long paragraphs split at sentences."""
+    """Paragraphs of a section with their body offsets; long paragraphs split at sentences, then hard."""
     out: list[tuple[str, int, int]] = []
     offset = section.start
     for para in re.split(r"(\n\s*\n|\n)", section.text):
-        if not para.strip() or para.startswith("\n"):
-            offset += len(para)
-            continue
-        p_start = offset + (len(para) - len(para.lstrip()))
-        stripped = para.strip()
-        if len(stripped) <= PARAGRAPH_MAX:
-            out.append((stripped, p_start, p_start + len(stripped)))
-        else:
-            buf, b_start, cur = "", p_start, p_start
-            for sent in split_sentences(stripped):
-                if buf and len(buf) + len(sent) > PARAGRAPH_MAX:
-                    out.append((buf.strip(), b_start, b_start + len(buf.strip())))
-                    b_start, buf = cur, ""
-                buf += sent
-                cur += len(sent)
-            if buf.strip():
-                out.append((buf.strip(), b_start, b_start + len(buf.strip())))
+        if para.strip() and not para.startswith("\n"):
+            for a, b in sentence_spans(para, PARAGRAPH_MAX):
+                piece = para[a:b]
+                text = piece.strip()
+                if text:
+                    s = offset + a + len(piece) - len(piece.lstrip())
+                    out.append((text, s, s + len(text)))
         offset += len(para)
     return out
 
