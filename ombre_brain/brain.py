@@ -48,7 +48,7 @@ log = logging.getLogger("ombre_brain")
 
 ORIGIN_RANK = {"user": 3, "assistant": 2, "derived": 1}
 PROTECTED_FIELDS = ("title", "body", "summary", "pinned", "protected", "anchor", "archived", "resolved", "digested",
-                    "memory_subject", "memory_layer")
+                    "dont_surface", "memory_subject", "memory_layer")
 MAX_QUERY_CHARS = 8000
 TURN_LOCK_STRIPES = 64
 

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from .errors import ValidationError
+from .text import sentence_spans, split_sentences  # noqa: F401  (split_sentences re-exported)
 from .timeutil import iso, now_utc, parse_time
 
 SECTION_NAMES = (
@@ -35,9 +36,9 @@ WRITER_LAYERS = ("stable_boundary", "short_state", "process_event", "relationshi
 CLASSIFICATION_SOURCES = ("model", "model_adjusted", "rule", "default")
 ORIGINS = ("user", "assistant", "derived")
 BASES = ("stated", "observed", "inferred", "unknown")
-FLAGS = ("pinned", "protected", "anchor", "archived", "resolved", "digested")
+FLAGS = ("pinned", "protected", "anchor", "archived", "resolved", "digested", "dont_surface")
 TIME_FIELDS = ("created", "updated", "last_active", "event_time")
-PARAGRAPH_MAX = 300  # DESIGN §6: a paragraph longer than this is split at sentence boundaries
+PARAGRAPH_MAX = 300  # DESIGN §6: a longer paragraph is split at sentence boundaries, a longer sentence hard
 
 # Dream-only fields (issue 6) ride along on the bucket so GET /v1/buckets shows them.
 DREAM_FIELDS = ("core_affect", "recall_cues", "source_bucket_ids", "surfaced", "surface_attempts")
@@ -46,7 +47,6 @@ DREAM_FIELDS = ("core_affect", "recall_cues", "source_bucket_ids", "surfaced", "
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
 _SPACE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
 _HEADING_RE = re.compile(r"^###[ \t]+(.+?)[ \t]*#*[ \t]*$")
-_SENTENCE_END_RE = re.compile(r"(?<=[。！？!?；;…])|(?<=[.](?=\s))")
 
 
 def validate_space(space: Any) -> str:
@@ -108,6 +108,7 @@ class Bucket:
     archived: bool = False
     resolved: bool = False
     digested: bool = False
+    dont_surface: bool = False  # the user asked that it never surface: every gate refuses it (turn/gates.py)
     created: str = ""
     updated: str = ""
     last_active: str = ""
@@ -243,33 +244,18 @@ def parse_sections(body: str) -> list[Section]:
     return sections
 
 
-def split_sentences(text: str) -> list[str]:
-    parts = [p for p in _SENTENCE_END_RE.split(text) if p]
-    return parts or [text]
-
-
 def _paragraphs(section: Section) -> list[tuple[str, int, int]]:
-    """Paragraphs of a section with their body offsets; long paragraphs split at sentences."""
+    """Paragraphs of a section with their body offsets; long paragraphs split at sentences, then hard."""
     out: list[tuple[str, int, int]] = []
     offset = section.start
     for para in re.split(r"(\n\s*\n|\n)", section.text):
-        if not para.strip() or para.startswith("\n"):
-            offset += len(para)
-            continue
-        p_start = offset + (len(para) - len(para.lstrip()))
-        stripped = para.strip()
-        if len(stripped) <= PARAGRAPH_MAX:
-            out.append((stripped, p_start, p_start + len(stripped)))
-        else:
-            buf, b_start, cur = "", p_start, p_start
-            for sent in split_sentences(stripped):
-                if buf and len(buf) + len(sent) > PARAGRAPH_MAX:
-                    out.append((buf.strip(), b_start, b_start + len(buf.strip())))
-                    b_start, buf = cur, ""
-                buf += sent
-                cur += len(sent)
-            if buf.strip():
-                out.append((buf.strip(), b_start, b_start + len(buf.strip())))
+        if para.strip() and not para.startswith("\n"):
+            for a, b in sentence_spans(para, PARAGRAPH_MAX):
+                piece = para[a:b]
+                text = piece.strip()
+                if text:
+                    s = offset + a + len(piece) - len(piece.lstrip())
+                    out.append((text, s, s + len(text)))
         offset += len(para)
     return out
 

@@ -10,7 +10,8 @@ Three character classes, on purpose different:
 
 Folding comes in two strengths: :func:`normalize` (NFKC, lower case, straight apostrophes) is
 what the tokenizer and cue matcher see; :func:`fold` also collapses whitespace, for comparing
-short strings such as dream cues. Pure: no I/O.
+short strings such as dream cues. :func:`sentence_spans` cuts text into sentence-aligned pieces of
+bounded length (bucket moments). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ WIDE_RE = re.compile(f"[{WIDE}]")
 _LATIN_WORD_RE = re.compile(r"[^\W\d_]+")
 _FOLD_RUN_RE = re.compile(r"([a-z])\1+")
 _FOLD_UNIT_RE = re.compile(r"([a-z]{2})\1+")
+_SENTENCE_END_RE = re.compile(r"(?<=[。！？!?；;…])|(?<=[.](?=\s))")
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\uff07": "'"})
 
 __all__ = ["CJK", "CJK_RE", "HAN", "HAN_RE", "WIDE", "WIDE_RE", "canonical_json", "digest", "fold", "fold_elongations",
-           "has_cjk", "has_wide", "is_cjk_text", "message_text", "normalize"]
+           "has_cjk", "has_wide", "is_cjk_text", "message_text", "normalize", "sentence_spans", "split_sentences"]
 
 
 def has_cjk(text: str) -> bool:
@@ -103,3 +105,41 @@ def canonical_json(value: Any) -> bytes:
 def digest(value: Any) -> str:
     """SHA-256 hex of :func:`canonical_json`: one digest space for bucket and fact source identities."""
     return hashlib.sha256(canonical_json(value)).hexdigest()
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text``, each keeping its end mark (。！？!?；;… or a full stop before a space)."""
+    parts = [p for p in _SENTENCE_END_RE.split(text) if p]
+    return parts or [text]
+
+
+def _soft_cut(text: str, start: int, limit: int) -> int:
+    """Where to cut an over-long run with no sentence end: after the last space or comma in its second half."""
+    hi = start + limit
+    for i in range(hi, start + limit // 2, -1):
+        if text[i - 1].isspace() or text[i - 1] in "，、,:：":
+            return i
+    return hi
+
+
+def sentence_spans(text: str, limit: int) -> list[tuple[int, int]]:
+    """Spans of ``text`` of at most ``limit`` characters: whole sentences packed together, and a
+    sentence longer than ``limit`` (or a paragraph without any sentence end) cut hard.
+
+    Bucket moments are these spans, so none is longer than the embedding model reads.
+    """
+    spans: list[tuple[int, int]] = []
+    start = cur = 0
+    for sent in split_sentences(text):
+        end = cur + len(sent)
+        if cur > start and end - start > limit:
+            spans.append((start, cur))
+            start = cur
+        cur = end
+        while cur - start > limit:
+            cut = _soft_cut(text, start, limit)
+            spans.append((start, cut))
+            start = cut
+    if cur > start:
+        spans.append((start, cur))
+    return spans

@@ -139,9 +139,9 @@ def test_query_cache_returns_the_same_array_without_reembedding(monkeypatch, e5)
     calls: list[list[str]] = []
     real = emb._encode
 
-    def counting(texts, is_query):
+    def counting(texts, is_query, engine=None):
         calls.append(list(texts))
-        return real(texts, is_query)
+        return real(texts, is_query, engine)
 
     monkeypatch.setattr(emb, "_encode", counting)
     first = emb.query("我家狗叫什么名字")

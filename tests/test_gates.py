@@ -458,7 +458,7 @@ def _all_reasons(cfg) -> set[str]:
         {}, {"type": "feel", "tags": ["relationship_weather"]}, {"type": "feel"}, {"type": "source"},
         {"type": "dream"}, {"pinned": True}, {"archived": True}, {"tags": ["haven_favorite"], "body": REASON_BODY},
         {"memory_layer": "stable_boundary", "created": ago(1)}, {"created": ago(1)}, {"created": ago(500)},
-        {"type": "feel", "tags": ["relationship_weather"], "created": ago(5)},
+        {"type": "feel", "tags": ["relationship_weather"], "created": ago(5)}, {"dont_surface": True},
     )]
     plans = [PLAN, OLD, RECENT, CASUAL, QueryPlan(favorite_request=True),
              *(skip(r) for r in ("empty", "tone_only", "skip_only", "vague"))]

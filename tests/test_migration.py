@@ -91,7 +91,7 @@ BAD = {
                                   "no YAML frontmatter: the file must start with a '---' line"),
     "dynamic/broken_yaml.md": ("---\nname: 断掉的\ntags: [a, b\n---\nbody\n", "invalid YAML frontmatter at line"),
     "dynamic/no_name.md": ("---\nid: nameless\nvalence: 0.5\n---\nNo title here.\n",
-                           "the frontmatter has no name (Ombre-Brain's title field)"),
+                           "the frontmatter has no name or title (Ombre-Brain's title fields)"),
     "dynamic/bad_valence.md": ("---\nname: 心情\nvalence: very happy\n---\n好\n",
                                "valence: expected a number between 0 and 1, got 'very happy'"),
     "dynamic/valence_high.md": ("---\nname: 太开心\nvalence: 1.7\n---\n好\n",
@@ -103,12 +103,13 @@ BAD = {
                             "created: expected an ISO-8601 time like 2026-11-30T20:00:00+08:00, got 'last spring'"),
     "dynamic/bad_flag.md": ("---\nname: 钉住\npinned: maybe\n---\nbody\n",
                             'pinned: expected true or false, got "maybe"'),
-    "dynamic/dup_a.md": ("---\nid: twin\nname: 双胞胎一\n---\nbody\n", "id 'twin' is also used by"),
-    "dynamic/dup_b.md": ("---\nid: twin\nname: 双胞胎二\n---\nbody\n", "id 'twin' is also used by"),
     "dynamic/huge_title.md": ("---\nname: " + "长" * 300 + "\n---\nbody\n",
                               "title: is 300 characters; the limit is 200"),
 }
 NOT_UTF8 = "dynamic/gbk.md"
+# Two files with one id and nothing to rank them by: one is imported, the other reported as superseded.
+TWINS = {"dynamic/dup_a.md": "---\nid: twin\nname: 双胞胎一\n---\nbody\n",
+         "dynamic/dup_b.md": "---\nid: twin\nname: 双胞胎二\n---\nbody\n"}
 
 
 def write_folder(root: Path) -> Path:
@@ -117,6 +118,8 @@ def write_folder(root: Path) -> Path:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(textwrap.dedent(text), encoding="utf-8")
     for rel, (text, _) in BAD.items():
+        (root / rel).write_text(text, encoding="utf-8")
+    for rel, text in TWINS.items():
         (root / rel).write_text(text, encoding="utf-8")
     (root / NOT_UTF8).write_bytes("---\nname: 编码\n---\n这是GBK编码的文字\n".encode("gbk"))
     (root / "_media").mkdir()
@@ -127,7 +130,7 @@ def write_folder(root: Path) -> Path:
 def test_migration_imports_good_files_and_names_bad_ones(brain, tmp_path):
     root = write_folder(tmp_path / "buckets")
     report = import_ombre_md(brain, root, space=SPACE)
-    assert report.created == len(GOOD)
+    assert report.created == len(GOOD) + 1
     problems = {Path(p.where).relative_to(root).as_posix(): p.reason for p in report.problems}
     expected = {rel: reason for rel, (_, reason) in BAD.items()}
     expected[NOT_UTF8] = "not UTF-8 text (byte 0xb1 at offset 10)"
@@ -135,7 +138,11 @@ def test_migration_imports_good_files_and_names_bad_ones(brain, tmp_path):
     for rel, reason in expected.items():
         assert problems[rel].startswith(reason) or reason in problems[rel], (rel, problems[rel])
     assert not report.ok
-    assert any("meaning (1 file)" in n and "status (1 file)" in n for n in report.notes)
+    assert [Path(p.where).relative_to(root).as_posix() for p in report.superseded] == ["dynamic/dup_a.md"]
+    assert "dynamic/dup_b.md, the current copy" in report.superseded[0].reason
+    assert brain.get(SPACE, "twin").title == "双胞胎二"
+    assert not any("meaning" in n or "status" in n for n in report.notes)  # both mapped now
+    assert any("2 time(s) without a UTC offset were read as UTC" in n for n in report.notes)
 
     sea = brain.get(SPACE, "sea_2026")
     assert sea.title == "一起去海边"
@@ -144,9 +151,10 @@ def test_migration_imports_good_files_and_names_bad_ones(brain, tmp_path):
     assert sea.created == "2026-08-01T19:30:00+08:00" and sea.last_active == "2026-08-03T09:00:00+08:00"
     assert sea.body.startswith("### moment\n我们在海边捡贝壳") and "### feeling\n安心。" in sea.body
     assert [s.name for s in sea.sections] == ["moment", "feeling"]
-    assert [(c.author, c.content) for c in sea.comments] == [("Haven", "她那天笑得很开心"), ("unknown", "记得带防晒")]
+    assert [(c.author, c.content) for c in sea.comments] == [("Haven", "她那天笑得很开心"), ("unknown", "记得带防晒"),
+                                                             ("ombre:meaning", "第一次一起看海")]
     assert sea.comments[0].created == "2026-08-02T10:00:00+08:00"
-    assert sea.source == "ombre-md:dynamic/海边.md"
+    assert sea.source == "ombre-md:sea_2026"  # by id: the same memory keeps its source when its file moves
 
     rule = brain.get(SPACE, "no-late-calls")
     assert rule.type == "permanent" and rule.protected and rule.tags == ("boundary", "domain:生活")
@@ -155,13 +163,14 @@ def test_migration_imports_good_files_and_names_bad_ones(brain, tmp_path):
     fights = [b for b in brain.list(SPACE, limit=50) if b.title == "为搬家吵架"]
     assert len(fights) == 1
     fight = fights[0]
-    assert fight.archived and fight.digested and fight.valence == 0.2 and fight.id.startswith("omd-")
+    assert fight.archived and fight.digested and fight.valence == 0.2 and fight.id == "old_fight"  # the stem
     assert fight.created == "2025-11-11T00:00:00+00:00"
 
     weather = brain.get(SPACE, "feel-2026-08-05")
     assert weather.type == "feel" and weather.anchor and weather.tags == ("relationship_weather",)
     plan = brain.get(SPACE, "plan-kyoto")
-    assert plan.type == "dynamic" and "ombre_type:plan" in plan.tags
+    assert plan.type == "dynamic" and {"ombre_type:plan", "plan_status:active"} <= set(plan.tags)
+    assert not plan.resolved
 
     store = brain.store
     hits = store.lexical_search(SPACE, store.tokens("贝壳 口袋"), 5)
@@ -169,8 +178,8 @@ def test_migration_imports_good_files_and_names_bad_ones(brain, tmp_path):
     assert doctor(brain, repair=False)["consistent"]
 
     again = import_ombre_md(brain, root, space=SPACE)  # idempotent: same ids, nothing changes
-    assert (again.created, again.replaced, again.unchanged) == (0, 0, len(GOOD))
-    assert brain.store.count(SPACE) == len(GOOD)
+    assert (again.created, again.replaced, again.unchanged) == (0, 0, len(GOOD) + 1)
+    assert brain.store.count(SPACE) == len(GOOD) + 1
     assert len(again.problems) == len(expected)
 
 

@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--from", dest="from_format", choices=["jsonl", "ombre-md"], default="jsonl")
     p.add_argument("--space", default=None, help="target space (required for ombre-md; overrides the export's)")
+    p.add_argument("--tz", default=None, help="ombre-md: the zone of times written without one (Ombre-Brain "
+                                              "writes its server's local time): UTC (default), local, +08:00 or "
+                                              "Asia/Shanghai")
     p.set_defaults(func=store.cmd_import)
 
     p = sub.add_parser("purge", help="forget buckets, a source or a whole space, with a signed receipt")

@@ -12,7 +12,7 @@ from ..forget import receipts
 from ..forget.keys import verification_secrets
 from ..forget.purge import answer
 from ..tools.doctor import describe_space, doctor
-from ..tools.ombre_md import import_ombre_md
+from ..tools.ombre_md import import_ombre_md, naive_zone
 from ..tools.portability import export_rows, import_jsonl, write_export
 from .common import open_brain, print_json, progress_bar
 
@@ -45,12 +45,15 @@ def cmd_import(args) -> int:
     fmt = args.from_format or "jsonl"
     if fmt == "ombre-md" and not args.space:
         raise ValidationError("--space is required with --from ombre-md (the space to migrate into)")
+    if getattr(args, "tz", None) and fmt != "ombre-md":
+        raise ValidationError("--tz applies to --from ombre-md only (an export's times carry their offsets)")
+    naive_tz = naive_zone(getattr(args, "tz", None))
     path = Path(args.path)
     with open_brain(args) as brain:
         bar = progress_bar(_count_rows(path, fmt), "import")
         try:
             if fmt == "ombre-md":
-                report = import_ombre_md(brain, path, space=args.space, progress=bar.update)
+                report = import_ombre_md(brain, path, space=args.space, naive_tz=naive_tz, progress=bar.update)
             else:
                 report = import_jsonl(brain, path, space=args.space, progress=bar.update)
         finally:

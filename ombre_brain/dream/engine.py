@@ -172,7 +172,8 @@ class DreamEngine:
         return run
 
     def _layer_ok(self, bucket: Bucket) -> bool:
-        return infer_layer(bucket, self.config).layer not in NO_MATERIAL_LAYERS
+        """May this bucket feed a dream? Not a layer that never dreams, nor a memory never to surface."""
+        return not bucket.dont_surface and infer_layer(bucket, self.config).layer not in NO_MATERIAL_LAYERS
 
     def _recent(self, space: str, now: datetime) -> list[Bucket]:
         """Buckets created or active in the window (and not after ``now``) that may feed a dream."""

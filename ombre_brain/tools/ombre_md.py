@@ -1,274 +1,316 @@
-"""Migration from Ombre-Brain's markdown buckets (``ombre-brain import --from ombre-md DIR --space S``).
+"""Migration from an Ombre-Brain store (``ombre-brain import --from ombre-md DIR --space S [--tz Z]``).
 
-Ombre-Brain keeps one ``.md`` file per memory: YAML frontmatter, then the body. Mapping onto
-DESIGN §3:
+DIR is an Ombre-Brain vault (the folder holding ``dynamic/``, ``permanent/``, ``archive/``,
+``feel/``, ``plans/``, ``letters/``) or a GitHub backup of one (a repository whose
+``<prefix>/_ombre_backup_manifest.json`` names the vault). How one file maps onto §3 fields is
+in :mod:`.ombre_md_map`. What this module decides is which files become memories:
 
-- ``name`` -> ``title``; the body (with its ``### section`` headings) -> ``body``, verbatim.
-- ``tags`` -> ``tags``; each ``domain`` entry becomes one more tag ``domain:<name>``
-  (Ombre-Brain's placeholder domain 未分类, "unclassified", is dropped).
-- ``valence``, ``arousal``, ``importance``, ``pinned``, ``protected``, ``anchor``, ``resolved``,
-  ``digested``, ``archived``, ``created``, ``last_active``, ``activation_count``, ``comments``:
-  same names. A file under an ``archive/`` folder is archived.
-- ``type``: dynamic, permanent and feel keep their name; any other type (plan, letter, …) is
-  stored as ``dynamic`` with a tag ``ombre_type:<type>``. Without a type the folder decides
-  (``permanent/``, ``feel/``), else dynamic.
-- ``id`` is kept when it is a legal id, otherwise (or when missing) a stable id is derived
-  from it (or from the file's relative path), so a second run finds the same buckets.
-- Times without a UTC offset are read in ``naive_tz`` (UTC unless the caller says otherwise);
-  a file without ``created`` takes its modification time.
-- ``source`` is ``ombre-md:<relative path>``, so a purged memory is refused if migrated again.
-- Other frontmatter keys are not mapped; the report lists them.
+- **Only bucket files.** Only the six bucket folders are walked (a backup's README, ``_media/``
+  and ``_sources/`` are not memories). A folder with none of them is read as a flat folder of
+  ``.md`` buckets.
+- **One copy per id.** Ombre-Brain moves a file when a memory is pinned, archived, resolved or
+  deleted, and a backup keeps the old path too, so one id can sit in two folders. With a backup
+  manifest, the files it lists are the current ones and every other file is a stale copy.
+  Without one, per id the copy ranked first wins: its folder agrees with its frontmatter (a
+  pinned memory in ``permanent/``, a plan in ``plans/<status>/``), then the latest of
+  ``last_active``, ``deleted_at``, ``tombstoned_at`` and its plan ``change_log``, then the later
+  stage of life (deleted, archived, a closed plan, pinned). The others are reported as superseded.
+- **Deleted stays deleted.** A memory the user deleted in Ombre-Brain (``deleted_at``,
+  ``tombstone: true``, ``erasure_mode`` and the older variants) is not imported. Its source
+  ``ombre-md:<id>`` is purged (with a receipt), which suppresses it, so no later import brings it
+  back, and a copy imported before the deletion is forgotten.
+- **Times.** Ombre-Brain writes naive server-local times; ``naive_tz`` (``--tz``) says which zone
+  that was (UTC by default), and the report counts the naive times it read.
 
 A file that cannot be read or mapped is reported with its path and reason; the others are
-imported.
+imported. Importing the same store again changes nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable
-from datetime import datetime, timezone, tzinfo
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import Any
-
-import yaml
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..buckets import Bucket, bucket_from_dict, validate_space
-from ..config_yaml import load_yaml_text
-from ..errors import ValidationError
+from ..errors import OmbreError, ValidationError
 from ..timeutil import coerce_time
+from .ombre_md_map import (
+    BUCKET_ROOTS,
+    Bad,
+    bucket_id,
+    deletion_marker,
+    is_naive_time,
+    map_fields,
+    ombre_kind,
+    ombre_md_fields,
+    read_bucket_file,
+    top_folder,
+)
 from .portability import ImportReport, Problem, apply_buckets
 
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
-UNCLASSIFIED_DOMAINS = frozenset({"未分类", "unclassified", ""})
-OMBRE_TYPES = ("dynamic", "permanent", "feel")
-OMBRE_FLAGS = ("pinned", "protected", "anchor", "resolved", "digested", "archived")
-OMBRE_MAPPED = frozenset({"id", "name", "tags", "domain", "valence", "arousal", "importance", "type", "created",
-                          "last_active", "updated", "activation_count", "comments", *OMBRE_FLAGS})
+MANIFEST = "_ombre_backup_manifest.json"
+TIME_KEYS = ("created", "last_active", "updated", "event_time")
 
 
-class _Bad(Exception):
-    """A markdown file that cannot be mapped; the message is the reason shown to the user."""
-
-
-def _split_frontmatter(text: str) -> tuple[str, str, int]:
-    """(frontmatter, body, body's first line number) of a ``---`` fenced markdown file."""
-    lines = text.splitlines(keepends=True)
-    if not lines or lines[0].strip() != "---":
-        raise _Bad("no YAML frontmatter: the file must start with a '---' line")
-    for i in range(1, len(lines)):
-        if lines[i].strip() in ("---", "..."):
-            return "".join(lines[1:i]), "".join(lines[i + 1:]), i + 2
-    raise _Bad("the frontmatter is never closed: no second '---' line")
-
-
-def _load_frontmatter(fm: str) -> dict:
+def naive_zone(text: str | None) -> tzinfo:
+    """The zone for naive times from ``--tz``: ``UTC`` (default), ``local``, ``+08:00`` or an IANA name."""
+    if text is None or text.strip().upper() in ("", "UTC", "Z"):
+        return timezone.utc
+    t = text.strip()
+    if t.lower() == "local":
+        return datetime.now().astimezone().tzinfo or timezone.utc
+    if t[0] in "+-" and t[1:3].isdigit():
+        h, _, m = t[1:].partition(":")
+        try:
+            delta = timedelta(hours=int(h), minutes=int(m or 0))
+            return timezone(delta if t[0] == "+" else -delta)
+        except ValueError:
+            pass
     try:
-        data = load_yaml_text(fm)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 2}" if mark else ""  # +1 for 1-based, +1 for the opening '---'
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise _Bad(f"invalid YAML frontmatter{where}: {problem}") from None
-    if data is None:
-        raise _Bad("the frontmatter is empty (it needs at least a name)")
-    if not isinstance(data, dict):
-        raise _Bad(f"the frontmatter must be a mapping of keys, got a {type(data).__name__}")
-    return {str(k): v for k, v in data.items()}
+        return ZoneInfo(t)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValidationError(f"unknown time zone {text!r}: use UTC, local, an offset like +08:00, or a name like "
+                              "Asia/Shanghai", field="tz") from None
 
 
-def _time(value: Any, key: str, naive_tz: tzinfo) -> str | None:
+@dataclass
+class _Copy:
+    """One readable bucket file: where it is and what its frontmatter says."""
+
+    path: Path
+    rel: str
+    fm: dict
+    body: str
+    id: str
+
+    @property
+    def deleted(self) -> str | None:
+        return deletion_marker(self.fm)
+
+
+@dataclass
+class _Found:
+    vault: Path
+    files: list[Path]
+    manifest: dict[str, dict] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _read_manifest(path: Path) -> dict[str, dict] | None:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        files = doc["files"]
+        return {str(f["path"]).replace("\\", "/"): f for f in files if isinstance(f, dict) and f.get("path")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _has_roots(folder: Path) -> bool:
+    return any((folder / r).is_dir() for r in BUCKET_ROOTS)
+
+
+def find_vault(root: Path) -> _Found:
+    """The vault under ``root`` (itself, or the one folder below it holding the buckets or a manifest)."""
+    candidates = [root] + sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    vault = next((c for c in candidates if (c / MANIFEST).is_file()), None)
+    if vault is None:
+        vault = next((c for c in candidates if _has_roots(c)), root)
+    found = _Found(vault, [])
+    if (vault / MANIFEST).is_file():
+        found.manifest = _read_manifest(vault / MANIFEST)
+        if found.manifest is None:
+            found.notes.append(f"{vault / MANIFEST} is not a readable backup manifest; ignored")
+    roots = [vault / r for r in BUCKET_ROOTS if (vault / r).is_dir()] or [vault]
+    found.files = sorted(p for r in roots for p in r.rglob("*") if p.is_file() and p.suffix.lower() == ".md")
+    if roots != [vault]:
+        outside = sum(1 for p in root.rglob("*.md") if p.is_file()) - len(found.files)
+        if outside:
+            found.notes.append(f"{outside} .md file(s) outside the bucket folders ({', '.join(BUCKET_ROOTS)}) "
+                               "were not read")
+    return found
+
+
+def _when(value: Any, naive_tz: tzinfo) -> float:
     try:
         dt = coerce_time(value, naive_tz)
-    except ValueError as exc:
-        raise _Bad(f"{key}: {exc}") from None
-    return dt.isoformat() if dt is not None else None
+    except ValueError:
+        return float("-inf")
+    return dt.timestamp() if dt is not None else float("-inf")
 
 
-def _number(value: Any, key: str, lo: float, hi: float, integer: bool = False) -> float | int | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
+def _consistent(c: _Copy) -> bool:
+    """Does the file sit in the folder its frontmatter implies? A stale copy usually does not."""
+    top, kind = top_folder(c.rel), ombre_kind(c.fm, c.rel)
+    if c.deleted or str(c.fm.get("type") or "").strip().lower() == "archived":
+        return top == "archive"
+    if kind == "plan":
+        sub = c.rel.split("/")[1].lower() if c.rel.count("/") >= 2 else ""
+        return top == "plans" and sub == str(c.fm.get("status") or "active").strip().lower()
+    if kind == "permanent" or c.fm.get("pinned") is True:
+        return top == "permanent"
+    want = {"letter": "letters", "feel": "feel"}.get(kind, "dynamic")
+    return top == want
+
+
+def _lifecycle(c: _Copy) -> int:
+    """Later stages of a memory's life rank higher: deleted, archived, a closed plan, pinned or permanent."""
+    if c.deleted:
+        return 4
+    if str(c.fm.get("type") or "").strip().lower() == "archived" or top_folder(c.rel) == "archive":
+        return 3
+    if str(c.fm.get("status") or "").strip().lower() in ("resolved", "abandoned"):
+        return 2
+    return 1 if c.fm.get("pinned") is True or ombre_kind(c.fm, c.rel) == "permanent" else 0
+
+
+def _rank(c: _Copy, naive_tz: tzinfo) -> tuple:
+    log = c.fm.get("change_log")
+    stamps = [c.fm.get(k) for k in ("last_active", "deleted_at", "tombstoned_at")]
+    stamps += [e.get("ts") for e in log if isinstance(e, dict)] if isinstance(log, list) else []
+    return (_consistent(c), max(_when(s, naive_tz) for s in stamps), _lifecycle(c), c.rel)
+
+
+def _stale_by_manifest(found: _Found, report: ImportReport) -> list[Path]:
+    """The files the manifest lists (checking bytes and sha256); every other one is reported as stale."""
+    listed = found.manifest or {}
+    keep = []
+    changed = []
+    for p in found.files:
+        rel = p.relative_to(found.vault).as_posix()
+        entry = listed.get(rel)
+        if entry is None:
+            report.superseded.append(Problem(str(p), "not in the backup manifest: a stale copy left at an old path"))
+            continue
+        data = p.read_bytes()
+        if entry.get("bytes") not in (None, len(data)) or entry.get("sha256") not in (
+                None, hashlib.sha256(data).hexdigest()):
+            changed.append(rel)
+        keep.append(p)
+    missing = sorted(set(listed) - {p.relative_to(found.vault).as_posix() for p in found.files})
+    if changed:
+        report.notes.append(f"{len(changed)} file(s) differ from the backup manifest (edited since?), imported as "
+                            f"they are: {', '.join(changed[:10])}")
+    if missing:
+        report.notes.append(f"{len(missing)} file(s) in the backup manifest are missing: {', '.join(missing[:10])}")
+    return keep
+
+
+def _forget_deleted(brain, space: str, copies: list[_Copy], report: ImportReport) -> None:
+    """Purge (and so suppress) the source of each memory deleted in Ombre-Brain, once."""
+    new = forgotten = 0
+    for c in copies:
+        source = f"ombre-md:{c.id}"
+        where = f"{c.path} (bucket '{c.id}')"
+        report.skipped.append(Problem(where, f"deleted in Ombre-Brain ({c.deleted}): not imported"))
         try:
-            value = float(value.strip())
-        except ValueError:
-            raise _Bad(f"{key}: expected a number between {lo:g} and {hi:g}, got {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        raise _Bad(f"{key}: expected a number between {lo:g} and {hi:g}, got {json.dumps(value, default=str)[:40]}")
-    if not lo <= value <= hi:
-        raise _Bad(f"{key}: expected a number between {lo:g} and {hi:g}, got {value:g}")
-    if integer:
-        if not float(value).is_integer():
-            raise _Bad(f"{key}: expected a whole number between {lo:g} and {hi:g}, got {value:g}")
-        return int(value)
-    return float(value)
-
-
-def _flag(value: Any, key: str) -> bool:
-    if value is None:
-        return False
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "1", "false", "no", "0", ""):
-        return value.strip().lower() in ("true", "yes", "1")
-    raise _Bad(f"{key}: expected true or false, got {json.dumps(value, ensure_ascii=False, default=str)[:40]}")
-
-
-def _strings(value: Any, key: str) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [s.strip() for s in re.split(r"[,，]", value) if s.strip()]
-    if isinstance(value, list | tuple):
-        out = []
-        for v in value:
-            if isinstance(v, dict | list):
-                raise _Bad(f"{key}: expected a list of words, got an item {json.dumps(v, ensure_ascii=False)[:40]}")
-            if v is not None and str(v).strip():
-                out.append(str(v).strip())
-        return out
-    raise _Bad(f"{key}: expected a list of words, got {type(value).__name__}")
-
-
-def _comments(value: Any, naive_tz: tzinfo) -> list[dict]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        value = [value]
-    out = []
-    for i, c in enumerate(value):
-        if isinstance(c, str):
-            out.append({"author": "unknown", "content": c})
-        elif isinstance(c, dict):
-            content = c.get("content", c.get("text", c.get("comment")))
-            if not isinstance(content, str) or not content.strip():
-                raise _Bad(f"comments[{i}]: expected a content text")
-            author = c.get("author", c.get("by", c.get("who"))) or "unknown"
-            created = _time(c.get("created", c.get("time", c.get("at"))), f"comments[{i}].created", naive_tz)
-            out.append({"author": str(author), "content": content, **({"created": created} if created else {})})
-        else:
-            raise _Bad(f"comments[{i}]: expected a text or {{author, created, content}}")
-    return out
-
-
-def _derived_id(seed: str) -> str:
-    return "omd-" + hashlib.sha256(seed.encode()).hexdigest()[:16]
-
-
-def ombre_md_fields(path: Path, root: Path, space: str, *, naive_tz: tzinfo = timezone.utc) -> tuple[dict, list[str]]:
-    """Map one Ombre-Brain markdown file onto §3 fields; returns (fields, unmapped keys). Raises _Bad."""
-    raw = path.read_bytes()
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _Bad(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
-    fm_text, body, _ = _split_frontmatter(text)
-    fm = _load_frontmatter(fm_text)
-    rel = path.relative_to(root).as_posix()
-    folders = {p.lower() for p in path.relative_to(root).parts[:-1]}
-
-    name = fm.get("name")
-    if name is None or (isinstance(name, str) and not name.strip()):
-        raise _Bad("the frontmatter has no name (Ombre-Brain's title field)")
-    if isinstance(name, dict | list):
-        raise _Bad("name: expected a text")
-    raw_id = fm.get("id")
-    if raw_id is None or str(raw_id).strip() == "":
-        bid = _derived_id(rel)
-    else:
-        bid = str(raw_id).strip()
-        if not _ID_RE.match(bid):
-            bid = _derived_id(bid)
-    tags = _strings(fm.get("tags"), "tags")
-    tags += [f"domain:{d}" for d in _strings(fm.get("domain"), "domain") if d not in UNCLASSIFIED_DOMAINS]
-    otype = fm.get("type")
-    if otype is None or otype == "":
-        otype = "permanent" if "permanent" in folders else "feel" if "feel" in folders else "dynamic"
-    if not isinstance(otype, str):
-        raise _Bad(f"type: expected a text, got {json.dumps(otype, default=str)[:40]}")
-    btype = otype.strip().lower()
-    if btype not in OMBRE_TYPES:
-        tags.append(f"ombre_type:{btype}")
-        btype = "dynamic"
-    seen: set[str] = set()
-    tags = [t for t in tags if not (t.lower() in seen or seen.add(t.lower()))]
-    created = _time(fm.get("created"), "created", naive_tz)
-    if created is None:  # the file's own time, so a second run maps the file to the same bucket
-        created = datetime.fromtimestamp(int(path.stat().st_mtime), timezone.utc).isoformat()
-    last_active = _time(fm.get("last_active"), "last_active", naive_tz) or created
-    data: dict[str, Any] = {
-        "id": bid, "space": space, "title": str(name).strip(), "body": body.strip("\n").rstrip(), "tags": tags,
-        "type": btype, "source": f"ombre-md:{rel}", "origin": "user",
-        **{f: _flag(fm.get(f), f) for f in OMBRE_FLAGS},
-        "comments": _comments(fm.get("comments"), naive_tz),
-    }
-    if "archive" in folders:
-        data["archived"] = True
-    for key, lo, hi, integer in (("valence", 0, 1, False), ("arousal", 0, 1, False), ("importance", 1, 10, True),
-                                 ("activation_count", 0, 10**9, True)):
-        v = _number(fm.get(key), key, lo, hi, integer)
-        if v is not None:
-            data[key] = v
-    data["created"] = created
-    data["updated"] = _time(fm.get("updated"), "updated", naive_tz) or last_active
-    data["last_active"] = last_active
-    return data, sorted(set(fm) - OMBRE_MAPPED)
+            old = brain.store.get(space, c.id)
+            if old is not None and old.source and old.source.startswith("ombre-md:") and old.source != source:
+                brain.purge(space, bucket_ids=[c.id])  # imported before under a path source
+                forgotten += 1
+            if not brain.forget.is_suppressed(space, brain.forget.source_digest(space, source)):
+                receipt = brain.purge(space, source=source)
+                new += 1
+                forgotten += int(receipt["payload"]["deleted"].get("buckets", 0))
+        except OmbreError as exc:
+            report.problems.append(Problem(where, f"deleted in Ombre-Brain, but its suppression could not be "
+                                                  f"recorded: {exc.message}"))
+    if new:
+        report.notes.append(f"{new} deleted memor{'ies' if new != 1 else 'y'} suppressed (source ombre-md:<id> "
+                            f"purged, with receipts), so a later import does not bring them back"
+                            + (f"; {forgotten} imported earlier and now forgotten" if forgotten else ""))
 
 
 def import_ombre_md(brain, folder: str | Path, *, space: str, naive_tz: tzinfo = timezone.utc,
                     progress: Callable[[int], None] | None = None) -> ImportReport:
-    """Migrate a folder of Ombre-Brain markdown buckets into ``space``; bad files are reported, not skipped."""
+    """Migrate an Ombre-Brain vault (or a backup of one) into ``space``; every file is accounted for."""
     validate_space(space)
     root = Path(folder)
     if not root.is_dir():
-        raise ValidationError(f"{root}: no such folder (--from ombre-md takes the folder of .md buckets)")
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() == ".md")
-    if not files:
+        raise ValidationError(f"{root}: no such folder (--from ombre-md takes Ombre-Brain's bucket folder)")
+    found = find_vault(root)
+    if not found.files:
         raise ValidationError(f"{root}: no .md files found")
     report = ImportReport(source=str(root), space=space)
-    parsed: list[tuple[Path, Bucket]] = []
-    unmapped: dict[str, int] = {}
-    validate = getattr(brain, "_validated", None)
+    report.notes += found.notes
+
+    def tick(n: int = 1) -> None:
+        if progress is not None:
+            progress(n)
+
+    files = _stale_by_manifest(found, report) if found.manifest is not None else found.files
+    tick(len(found.files) - len(files))
+    copies: dict[str, list[_Copy]] = {}
     for path in files:
         try:
-            data, extra = ombre_md_fields(path, root, space, naive_tz=naive_tz)
-            bucket = validate(data, None) if callable(validate) else bucket_from_dict(data, limits=brain.limits)
-        except _Bad as exc:
+            fm, body = read_bucket_file(path)
+        except Bad as exc:
             report.problems.append(Problem(str(path), str(exc)))
-        except ValidationError as exc:
-            report.problems.append(Problem(str(path), exc.message))
         except OSError as exc:
             report.problems.append(Problem(str(path), f"cannot read: {exc.strerror}"))
         else:
-            parsed.append((path, bucket))
-            for k in extra:
-                unmapped[k] = unmapped.get(k, 0) + 1
+            c = _Copy(path, path.relative_to(found.vault).as_posix(), fm, body, bucket_id(fm, path.stem))
+            copies.setdefault(c.id, []).append(c)
             continue
-        if progress is not None:
-            progress(1)
-    by_id: dict[str, list[Path]] = {}
-    for path, bucket in parsed:
-        by_id.setdefault(bucket.id, []).append(path)
-    items: list[tuple[str, Bucket]] = []
-    for path, bucket in parsed:  # two files claiming one id: neither wins silently
-        others = [str(p) for p in by_id[bucket.id] if p != path]
-        if others:
-            report.problems.append(Problem(str(path), f"id {bucket.id!r} is also used by {', '.join(others)}"))
-            if progress is not None:
-                progress(1)
-        else:
-            items.append((str(path), bucket))
+        tick()
+    winners: list[_Copy] = []
+    for group in copies.values():
+        ranked = sorted(group, key=lambda c: _rank(c, naive_tz), reverse=True)
+        winners.append(ranked[0])
+        for c in ranked[1:]:
+            report.superseded.append(Problem(str(c.path), f"id {c.id!r} is also in {ranked[0].rel}, the current "
+                                                          "copy, which was used instead"))
+            tick()
+    deleted = [c for c in winners if c.deleted]
+    _forget_deleted(brain, space, deleted, report)
+    tick(len(deleted))
+    items, unmapped, naive = _map_live([c for c in winners if not c.deleted], brain, space, naive_tz, report, tick)
     if unmapped:
         shown = ", ".join(f"{k} ({n} file{'s' if n != 1 else ''})" for k, n in sorted(unmapped.items()))
         report.notes.append(f"frontmatter keys not mapped: {shown}")
+    if naive:
+        zone = getattr(naive_tz, "key", None) or str(naive_tz)
+        report.notes.append(f"{naive} time(s) without a UTC offset were read as {zone} (Ombre-Brain writes its "
+                            "server's local time; pass --tz if that was another zone)")
     apply_buckets(brain, space, items, report, progress)
     return report
 
 
-__all__ = ["import_ombre_md", "ombre_md_fields"]
+def _map_live(copies: list[_Copy], brain, space: str, naive_tz: tzinfo, report: ImportReport,
+              tick: Callable[..., None]) -> tuple[list[tuple[str, Bucket]], dict[str, int], int]:
+    """Map and validate each live winner; also refuses one whose old path source was purged."""
+    validate = getattr(brain, "_validated", None)
+    items: list[tuple[str, Bucket]] = []
+    unmapped: dict[str, int] = {}
+    naive = 0
+    for c in sorted(copies, key=lambda c: c.rel):
+        legacy = f"ombre-md:{c.rel}"  # the source an earlier version of this importer gave it
+        if brain.forget.is_suppressed(space, brain.forget.source_digest(space, legacy)):
+            report.refused.append(Problem(f"{c.path} (bucket '{c.id}')", f"source {legacy!r} was purged from "
+                                                                         f"space {space!r}; not stored again"))
+            tick()
+            continue
+        try:
+            data, extra = map_fields(c.fm, c.body, rel=c.rel, stem=c.path.stem, space=space, naive_tz=naive_tz,
+                                     mtime=c.path.stat().st_mtime)
+            bucket = validate(data, None) if callable(validate) else bucket_from_dict(data, limits=brain.limits)
+        except Bad as exc:
+            report.problems.append(Problem(str(c.path), str(exc)))
+        except ValidationError as exc:
+            report.problems.append(Problem(str(c.path), exc.message))
+        else:
+            items.append((str(c.path), bucket))
+            naive += sum(1 for k in TIME_KEYS if is_naive_time(c.fm.get(k)))
+            for k in extra:
+                unmapped[k] = unmapped.get(k, 0) + 1
+            continue
+        tick()
+    return items, unmapped, naive
+
+
+__all__ = ["find_vault", "import_ombre_md", "naive_zone", "ombre_md_fields"]

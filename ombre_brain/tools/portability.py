@@ -13,6 +13,9 @@ between embedders and stores. The header's counts let an import detect a truncat
 live material is exported: purged buckets are gone from the ledger, and a bucket whose source
 identity was purged is left out even if it came back some other way.
 
+Every §3 field travels, flags included (``dont_surface`` too: a memory the user asked never to
+surface stays unsurfaced after a restore; an export without it reads as false).
+
 An import checks every line before it writes anything and names each bad line; it keeps ids,
 so importing the same file again changes nothing (identical buckets are skipped, differing
 ones are replaced by the file's version). ``--space`` imports into another space.
@@ -72,7 +75,12 @@ class ImportProblems(ValidationError):
 
 @dataclass
 class ImportReport:
-    """What an import did; ``problems`` are rejected inputs, ``refused`` are rows policy kept out."""
+    """What an import did; ``problems`` are rejected inputs, ``refused`` are rows policy kept out.
+
+    A migration also names what it left out on purpose, which is no failure: ``superseded``
+    (stale copies of a memory imported from another file) and ``skipped`` (memories deleted at
+    the source).
+    """
 
     source: str
     space: str | None = None
@@ -84,6 +92,8 @@ class ImportReport:
     refused: list[Problem] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    superseded: list[Problem] = field(default_factory=list)
+    skipped: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -94,13 +104,18 @@ class ImportReport:
             "source": self.source, "space": self.space, "created": self.created, "replaced": self.replaced,
             "unchanged": self.unchanged, "edges": self.edges, "facts": self.facts,
             "refused": [str(p) for p in self.refused], "problems": [str(p) for p in self.problems],
-            "notes": list(self.notes),
+            "notes": list(self.notes), "superseded": [str(p) for p in self.superseded],
+            "skipped": [str(p) for p in self.skipped],
         }
 
     def summary(self) -> str:
         lines = [f"imported {self.source} into {self.space}: {self.created} created, {self.replaced} replaced, "
                  f"{self.unchanged} unchanged; {self.edges} edges, {self.facts} facts"]
         lines += [f"note: {n}" for n in self.notes]
+        for label, items in (("superseded", self.superseded), ("skipped", self.skipped)):
+            if items:
+                lines.append(f"{label} ({len(items)}):")
+                lines += [f"  {p}" for p in items]
         if self.refused:
             lines.append(f"refused {len(self.refused)}:")
             lines += [f"  {p}" for p in self.refused]

@@ -7,6 +7,10 @@ and the debug pages read these same objects, so what a page shows is what decide
 
 A plan's ``skip_reason`` blocks long-term recall only (direct seeds, recall context through the
 parent, related targets). Recent Context, weather, favorites and cooldown ignore it.
+
+A bucket flagged ``dont_surface`` (the user asked that it never come up) is refused by every
+section's gate with the reason ``dont_surface``, through :func:`surface_block`; it stays stored,
+exportable and visible in the debug pages.
 """
 
 from __future__ import annotations
@@ -35,6 +39,11 @@ _NO_COOLDOWN = frozenset({"rare", "interval", "none", "follows_parent"})
 
 
 describe_reason = describe  # the one-line meaning of a reason code, for debug pages
+
+def surface_block(bucket: Bucket) -> GateResult | None:
+    """Refuse a memory the user asked never to surface (``dont_surface``), in every section; else None."""
+    return GateResult(False, "dont_surface") if bucket.dont_surface else None
+
 
 def _skip(plan: QueryPlan) -> GateResult | None:
     return GateResult(False, f"skip_{plan.skip_reason}") if plan.skip_reason else None
@@ -65,7 +74,7 @@ def _age_hours(bucket: Bucket, now: datetime) -> float | None:
 def direct_seed_gate(plan: QueryPlan, cand: Candidate, decision: LayerDecision, state: SessionState,
                      cfg: Config) -> GateResult:
     """May this candidate be a direct recall? Only admitted, topic-evidenced content may."""
-    skipped = _skip(plan)
+    skipped = _skip(plan) or surface_block(cand.bucket)
     if skipped:
         return skipped
     mode = decision.policy.direct_seed
@@ -136,7 +145,7 @@ def related_target_gate(plan: QueryPlan, target: Bucket, decision: LayerDecision
     ``path_ok`` says the bucket was reached along a reliable chain; only chain-only layers
     (dreams) need it.
     """
-    skipped = _skip(plan)
+    skipped = _skip(plan) or surface_block(target)
     if skipped:
         return skipped
     policy = decision.policy
@@ -174,6 +183,9 @@ def recent_trigger(plan: QueryPlan, state: SessionState, cfg: Config) -> GateRes
 def recent_context_gate(plan: QueryPlan, bucket: Bucket, decision: LayerDecision, state: SessionState,
                         cfg: Config, *, has_topic_evidence: bool) -> GateResult:
     """May this bucket appear in Recent Context? Dynamic memory only, unless asked explicitly."""
+    blocked = surface_block(bucket)
+    if blocked:
+        return blocked
     layer = decision.layer
     if layer == "source_record":
         return GateResult(False, "source_record_never_injected")
@@ -202,6 +214,9 @@ def weather_gate(plan: QueryPlan, bucket: Bucket, decision: LayerDecision, state
     """
     if decision.layer != "relationship_weather":
         return NOT_APPLICABLE
+    blocked = surface_block(bucket)
+    if blocked:
+        return blocked
     gw = cfg.gateway
     age = _age_hours(bucket, state.now)
     if gw.weather_max_age_hours > 0 and (age is None or age > gw.weather_max_age_hours):
@@ -373,6 +388,6 @@ __all__ = [
     "LISTED_RANK", "QUIET_RECENT_REASONS", "REASONS", "RIDE_ALONG_SECTIONS", "allowed_reason", "block_reason",
     "build_runtime_gate", "cooldown_gate", "describe_reason", "direct_cap", "direct_seed_gate", "dream_gate",
     "dream_near_miss", "favorite_gate", "recall_context_gate", "recent_context_gate", "recent_topic_evidence",
-    "recent_trigger", "related_target_gate", "ride_along", "surface_one_dream", "topic_evidence_gate", "weather_gate",
-    "worth_listing",
+    "recent_trigger", "related_target_gate", "ride_along", "surface_block", "surface_one_dream", "topic_evidence_gate",
+    "weather_gate", "worth_listing",
 ]

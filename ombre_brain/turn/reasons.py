@@ -37,6 +37,7 @@ REASONS: Mapping[str, str] = {
     "not_applicable": "the gate does not apply to this item",
     "selected": "selected for its section",
     "not_selected": "not selected",
+    "dont_surface": "the user asked that this memory never surface (dont_surface); it stays stored and exportable",
     # skips (any long-term gate)
     "skip_empty": "the query is empty after normalising; no long-term recall",
     "skip_tone_only": "the query is only tone (想你, 抱抱, lol); no long-term recall",

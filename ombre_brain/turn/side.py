@@ -103,7 +103,7 @@ def favorites(ctx: TurnContext, taken: set[str]) -> list[Decided]:
         if b.id in taken or not is_favorite(b, ctx.cfg):
             continue
         d = ctx.layer(b)
-        if d.layer != "favorite_memory":
+        if d.layer != "favorite_memory" or _refused(ctx, b, d, "direct_seed"):
             continue
         cd, mult = G.cooldown_gate(ctx.plan, b.id, d, ctx.state, ctx.cfg)
         gate = G.build_runtime_gate(cooldown=cd).with_gate("direct_seed", GateResult(None, fg.reason))
@@ -136,7 +136,7 @@ def dream(ctx: TurnContext, taken: set[str]) -> list[Item]:
     score = engine.scorer(ctx.space, ctx.plan, taken)
     scored: list[_Dream] = []
     for b, attempts in rows:
-        if b.id in taken or b.created_dt() > state.now:
+        if b.id in taken or b.created_dt() > state.now or _refused(ctx, b, ctx.layer(b), "direct_seed"):
             continue
         res = score(b)
         young = (state.now - b.created_dt()).total_seconds() / 3600 < cfg.dream.min_age_hours
@@ -180,11 +180,21 @@ def core(ctx: TurnContext) -> list[Item]:
         if not (b.pinned or b.protected or b.type == "permanent"):
             continue
         d = ctx.layer(b)
-        if d.layer != "core_memory":
+        if d.layer != "core_memory" or _refused(ctx, b, d, "direct_seed"):
             continue
         gate = G.build_runtime_gate(direct_seed=GateResult(None, "core_memory_stable_only"))
         found.append(item_of(Decided(b, d, gate, b.importance), "stable_rule", render_stable_rule(b), "core_memory"))
     return found
+
+
+def _refused(ctx: TurnContext, b, d, gate_name: str) -> bool:
+    """A side-section item its bucket's own flag keeps out (``dont_surface``), traced for the debug pages."""
+    blocked = G.surface_block(b)
+    if blocked is None:
+        return False
+    g = G.build_runtime_gate(**{gate_name: blocked}).decide("suppressed", None, blocked.reason)
+    ctx.trace[b.id] = {"layer_debug": d.to_dict(), "runtime_gate": g.to_dict()}
+    return True
 
 
 def facts(ctx: TurnContext) -> list[Item]:
