@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ombre_brain.buckets import Bucket, Comment, build_moments
 from ombre_brain.config import ADMISSION_FEATURES, AdmissionModel, load_config
@@ -286,3 +289,34 @@ def test_calibrate_separates_a_tiny_hand_made_set(tmp_path):
 
     cfg = load_config(out)
     assert res["model_id"] in cfg.retrieval.admission.models
+
+
+# ---------------------------------------------------------------- what calibrate counts as injected
+
+
+def _injected_by_hand(ex, p, questions, t):
+    """The plain reading of a turn: admitted = lexical or weighed and above its threshold; keep the best four."""
+    from ombre_brain.tools.calibrate import MAX_DIRECT
+
+    out = []
+    for qi, q in enumerate(questions):
+        mine = [(e.fused, e.label) for e, pe in zip(ex, p, strict=True)
+                if e.query == qi and (e.lexical_ok or (e.weighed and pe >= t[e.cross]))]
+        kept = sorted(mine, key=lambda c: -c[0])[:MAX_DIRECT]
+        out.append(any(lab for _, lab in kept) if q.wanted else bool(kept))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.floats(0, 1), st.booleans(), st.booleans(), st.booleans(),
+                          st.booleans(), st.floats(0, 1)), max_size=40),
+       st.lists(st.booleans(), min_size=6, max_size=6), st.floats(0, 1), st.floats(0, 1))
+def test_calibrate_counts_injections_as_a_turn_would(rows, wanted, same, cross):
+    from ombre_brain.tools.calibrate import Example, Injections, Question
+
+    ex = [Example((0.0,), int(label), qi, "g", fused, "s", lex, weighed, crossed)
+          for qi, fused, label, lex, weighed, crossed, _ in rows]
+    p = np.array([r[6] for r in rows])
+    questions = [Question("positive" if w else "negative", "zh", w, "s") for w in wanted]
+    got = Injections(ex, questions).hits(p, (same, cross)).tolist()
+    assert got == _injected_by_hand(ex, p, questions, (same, cross))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from ombre_brain.config import ADMISSION_FEATURES
 from ombre_brain.recall_types import GATE_NAMES
 
 from .conftest import LiveServer
@@ -47,7 +48,11 @@ def assert_explained(item: dict, where: str) -> None:
     assert isinstance(rg, dict) and set(rg) == RUNTIME_KEYS, f"{where}: runtime_gate keys {sorted(rg or {})}"
     for name in GATE_NAMES:
         g = rg[name]
-        assert set(g) == {"allowed", "reason"} and g["allowed"] in (True, False, None) and g["reason"], (where, name, g)
+        extra = {"evidence", "features"} if name == "direct_seed" else set()  # the admission score, when weighed
+        assert {"allowed", "reason"} <= set(g) <= {"allowed", "reason"} | extra, (where, name, g)
+        assert g["allowed"] in (True, False, None) and g["reason"], (where, name, g)
+        if "evidence" in g:
+            assert 0 <= g["evidence"] <= 1 and set(g["features"]) == set(ADMISSION_FEATURES), (where, g)
     assert rg["decision"] in ("injected", "suppressed") and rg["reason"], (where, rg)
 
 

@@ -136,21 +136,19 @@ class _SlowFake(Embedder):
 def test_a_short_call_does_not_wait_for_a_long_job():
     emb = _SlowFake(query_cache_size=0)
     emb.passage_max_tokens, emb.batch_max_tokens = 512, 2048
-    took: dict[str, float] = {}
+    finished: list[str] = []
 
     def long_job():
-        t = time.perf_counter()
         emb.passages(["长" * 500] * 16)  # 8,000 tokens: about 1.6 s, in batches of at most 2,048 tokens
-        took["long"] = time.perf_counter() - t
+        finished.append("long")
 
     worker = threading.Thread(target=long_job)
     worker.start()
     time.sleep(0.1)
-    t = time.perf_counter()
     emb.query("她的小狗叫什么")
-    took["short"] = time.perf_counter() - t
+    finished.append("short")
     worker.join()
-    assert took["short"] < took["long"] / 2, took  # it waited at most one bounded batch
+    assert finished == ["short", "long"]  # it waited at most for one bounded batch, not for the job
 
 
 def test_short_turn_latency_while_another_space_runs_long_work(tmp_path, capsys):
@@ -164,11 +162,13 @@ def test_short_turn_latency_while_another_space_runs_long_work(tmp_path, capsys)
         brain.turn("haven:b", "idle", "her blue scarf by the river", dry_run=True)
         idle = time.perf_counter() - t
         took: dict[str, float] = {}
+        finished: list[str] = []
 
         def long_write():
             t0 = time.perf_counter()
             brain.write("haven:a", title="长文", body=zh_text(4000, seed=3))
             took["write_4000"] = time.perf_counter() - t0
+            finished.append("write_4000")
 
         def long_query(i: int):
             t0 = time.perf_counter()
@@ -189,6 +189,7 @@ def test_short_turn_latency_while_another_space_runs_long_work(tmp_path, capsys)
         t = time.perf_counter()
         turn = brain.turn("haven:b", session, "that blue scarf of hers by the river")  # not cached: embedded now
         short = time.perf_counter() - t
+        finished.append("short")
         for w in workers:
             w.join()
         wall = time.perf_counter() - start
@@ -198,4 +199,4 @@ def test_short_turn_latency_while_another_space_runs_long_work(tmp_path, capsys)
         print(f"\n[fairness] short turn idle {idle:.3f} s, under load {short:.3f} s; other space's long work "
               f"{', '.join(f'{k} {v:.2f} s' for k, v in sorted(took.items()))}; wall {wall:.2f} s")
     assert turn.item_ids("recalled_memory")  # and it still did its own work
-    assert short < wall / 3, (short, took)  # generous: it never waits out the other space's work
+    assert finished.index("short") < finished.index("write_4000"), took  # it never waits out the other space's work

@@ -225,7 +225,7 @@ async def scenario(client, seeded: dict) -> None:
     assert not purged.is_error and purged.structured_content["action"] == "purged"
     assert "purged" in purged.content[0].text and "verify-receipt" in purged.content[0].text
     receipt = seeded["root"] / f"receipt-{bid}.json"
-    receipt.write_text(json.dumps(purged.structured_content), encoding="utf-8")
+    receipt.write_text(json.dumps(purged.structured_content["receipt"]), encoding="utf-8")
     assert cli_main(["verify-receipt", "--data", str(seeded["data"]), str(receipt)]) == 0
     by_id = await _call(client, "breath_search", {"query": bid})
     assert not by_id.is_error and "found_by" not in by_id.structured_content and bid not in _ids(by_id)

@@ -187,6 +187,6 @@ def _purge(call: Call, space: str, bucket_id: str) -> Reply:
             "edges and session traces)" if gone else f"nothing held {bucket_id} any more (already purged or never "
                                                        "there); the receipt records the purge")
     text = (f"{what} · space {space}. Signed receipt {payload['purge_id']} (key {payload['kid']}): save the "
-            "structured receipt as a file and check it with `ombre-brain verify-receipt --data DIR FILE`.")
+            "structured content's `receipt` as a file and check it with `ombre-brain verify-receipt --data DIR FILE`.")
     return Reply(text, {"tool": "trace", "space": space, "bucket_id": bucket_id, "action": "purged",
-                        **answer(receipt)})
+                        "receipt": answer(receipt)})

@@ -148,48 +148,52 @@ Thresholds = tuple[float, float]
 """(admit, admit_cross_script): one threshold for a question and memory in the same script, one across scripts."""
 
 
-def _admitted(ex: Sequence[Example], p: np.ndarray, t: Thresholds) -> dict[int, list[tuple[float, int]]]:
-    """Per question, the (fused, label) of what a turn would admit at t: lexical evidence, or a weighed score >= t."""
-    by_q: dict[int, list[tuple[float, int]]] = {}
-    for e, pe in zip(ex, p, strict=True):
-        if e.lexical_ok or (e.weighed and pe >= t[e.cross]):
-            by_q.setdefault(e.query, []).append((e.fused, e.label))
-    return {q: sorted(v, key=lambda c: -c[0])[:MAX_DIRECT] for q, v in by_q.items()}
+class Injections:
+    """What a turn would inject for each question at given thresholds, vectorised over the examples.
+
+    A candidate is admitted by lexical evidence, or when weighed and its score reaches the threshold
+    of its script pair; a turn keeps the MAX_DIRECT best admitted by fused score. A question with
+    wanted memories is a hit when one of those is wanted; any other question when anything is kept.
+    """
+
+    def __init__(self, ex: Sequence[Example], questions: Sequence[Question]) -> None:
+        order = sorted(range(len(ex)), key=lambda i: (ex[i].query, -ex[i].fused))
+        self.order = np.array(order, dtype=np.int64)
+        self.query = np.array([ex[i].query for i in order], dtype=np.int64)
+        self.label = np.array([ex[i].label for i in order], dtype=bool)
+        self.lexical = np.array([ex[i].lexical_ok for i in order], dtype=bool)
+        self.weighed = np.array([ex[i].weighed for i in order], dtype=bool)
+        self.cross = np.array([ex[i].cross for i in order], dtype=bool)
+        self.n = len(questions)
+        self.wanted = np.array([q.wanted for q in questions], dtype=bool)
+        starts = np.r_[0, np.flatnonzero(np.diff(self.query)) + 1] if len(order) else np.zeros(0, np.int64)
+        self.group_start = np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+
+    def hits(self, p: np.ndarray, t: Thresholds) -> np.ndarray:
+        ps = p[self.order]
+        ok = self.lexical | (self.weighed & (ps >= np.where(self.cross, t[1], t[0])))
+        seen = np.cumsum(ok)
+        before = seen[self.group_start] - ok[self.group_start]  # admitted before this question's first example
+        kept = ok & (seen - before <= MAX_DIRECT)
+        wanted_kept = np.zeros(self.n, dtype=bool)
+        any_kept = np.zeros(self.n, dtype=bool)
+        wanted_kept[self.query[kept & self.label]] = True
+        any_kept[self.query[kept]] = True
+        return np.where(self.wanted, wanted_kept, any_kept)
 
 
 def outcomes(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Question], t: Thresholds) -> dict:
     """Per kind and language at threshold t: inject recall for questions with wanted memories, false recall else."""
-    by_q = _admitted(ex, p, t)
+    hit = Injections(ex, questions).hits(p, t)
     rows: dict[str, dict[str, list[int]]] = {}
     for qi, question in enumerate(questions):
-        admitted = by_q.get(qi, [])
-        hit = any(c[1] for c in admitted) if question.wanted else bool(admitted)
-        rows.setdefault(question.kind, {}).setdefault(question.lang, []).append(int(hit))
+        rows.setdefault(question.kind, {}).setdefault(question.lang, []).append(int(hit[qi]))
     return {k: {lang: {"n": len(v), "pct": round(100 * sum(v) / len(v), 1)} for lang, v in sorted(langs.items())}
             for k, langs in sorted(rows.items())}
 
 
 SCORED_KINDS = ("positive", "crosslingual")  # what the threshold maximises (per set, then averaged)
 GUARD_KINDS = ("negative", "casual")           # what it must keep within MAX_FALSE_RECALL
-
-
-def _rates(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Question], t: Thresholds
-           ) -> tuple[float, float]:
-    """(mean inject recall over the sets' positive and cross-lingual questions, false recall of the guards) at t."""
-    got = _admitted(ex, p, t)
-    hits: dict[tuple[str, str], list[int]] = {}
-    guard = guard_hit = 0
-    for qi, question in enumerate(questions):
-        admitted = got.get(qi, [])
-        if question.kind in SCORED_KINDS:
-            hits.setdefault((question.source, question.kind), []).append(int(any(c[1] for c in admitted)))
-        elif question.kind in GUARD_KINDS:
-            guard += 1
-            guard_hit += bool(admitted)
-    recall = sum(sum(v) / len(v) for v in hits.values()) / len(hits) if hits else 0.0
-    return recall, (guard_hit / guard if guard else 0.0)
-
-
 GRID = [i / 100 for i in range(2, 100)]
 
 
@@ -198,28 +202,28 @@ def choose_threshold(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Q
 
     Recall is averaged over each set's positive and cross-lingual questions, so no one set decides;
     the guard is the absent-topic and casual questions (LoCoMo's adversarial ones are reported, not used).
-    One shared threshold first, then each in turn with the other held (coordinate ascent: the full grid
-    is 100 times slower and, on our sets, finds the same pair).
+    Every pair on the grid is tried (the same-script and the cross-script threshold trade against one
+    guard, so one at a time gets stuck); ties go to the higher, more cautious pair.
     """
-    def score(t: Thresholds) -> float:
-        recall, false = _rates(ex, p, questions, t)
-        return recall if false <= MAX_FALSE_RECALL else -1.0
-
-    best_t: Thresholds = max(((v, v) for v in GRID), key=lambda t: (score(t), t[0]))
-    best = score(best_t)
-    if not any(e.cross and e.weighed for e in ex):
-        return best_t
-    for _ in range(3):
-        moved = False
-        for side in (1, 0):
-            for v in GRID:
-                t = (v, best_t[1]) if side == 0 else (best_t[0], v)
-                s = score(t)
-                if s > best:
-                    best, best_t, moved = s, t, True
-        if not moved:
-            break
-    return best_t
+    inj = Injections(ex, questions)
+    scored: dict[tuple[str, str], list[int]] = {}
+    for qi, q in enumerate(questions):
+        if q.kind in SCORED_KINDS:
+            scored.setdefault((q.source, q.kind), []).append(qi)
+    groups = [np.array(v) for v in scored.values()]
+    guard = np.array([qi for qi, q in enumerate(questions) if q.kind in GUARD_KINDS], dtype=np.int64)
+    crosses = GRID if inj.cross[inj.weighed].any() else [None]
+    best: tuple[float, float, float] = (-1.0, 0.99, 0.99)
+    for same in GRID:
+        for cross in crosses:
+            t = (same, same if cross is None else cross)
+            hit = inj.hits(p, t)
+            if len(guard) and hit[guard].mean() > MAX_FALSE_RECALL:
+                continue
+            recall = float(np.mean([hit[g].mean() for g in groups])) if groups else 0.0
+            if (recall, t[0] + t[1]) > (best[0], best[1] + best[2]):
+                best = (recall, *t)
+    return best[1], best[2]
 
 
 def _folds(groups: Sequence[str], k: int, seed: int = 13) -> list[set[str]]:
