@@ -75,10 +75,13 @@ class FusionConfig:
     dense_weight_minilm_cjk: float = field(default=0.0, metadata=_rng(0, 1))
     anchor_bonus: float = field(default=0.15, metadata=_rng(0, 1))
     context_share: float = field(default=0.5, metadata=_rng(0, 1))
+    # the second opinion's share of the dense channel (when embedding.second_opinion is on): each model's
+    # cosines min-max normalised over the returned moments, then mixed (DESIGN §13)
+    second_opinion_share: float = field(default=0.5, metadata=_rng(0, 1))
 
 
 ADMISSION_FEATURES = ("lexical", "cosine", "dense_z", "margin", "gap", "dense_rr", "lexical_rr", "cross_script",
-                      "use_cos", "use_z")
+                      "use_cos", "use_z", "use_margin", "use_gap")
 """The admission features (retrieval/admission.py defines each); weights are keyed by these names."""
 
 

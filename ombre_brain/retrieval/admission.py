@@ -11,7 +11,10 @@ direct candidate a small fixed feature vector is computed from what the turn alr
   candidate's cosine; ``gap``: its distance above the next lower candidate's cosine;
 - ``dense_rr`` and ``lexical_rr``: reciprocal ranks of the candidate in each channel;
 - ``cross_script``: the query and the memory are in different scripts (CJK and not), where lexical
-  evidence cannot exist and dense evidence alone must be able to admit.
+  evidence cannot exist and dense evidence alone must be able to admit;
+- ``use_cos``, ``use_z``, ``use_margin``, ``use_gap``: the second opinion's (USE v3) cosine, its
+  z-score against the same background, and its margin and gap among the weighed candidates
+  (0 when the second opinion is off).
 
 ``evidence = sigmoid(w · x + b)`` with one weight set per embedding model
 (``retrieval.admission.models.<model id>``, fitted by ``ombre-brain calibrate``); a candidate is
@@ -255,12 +258,20 @@ def candidate_features(c: Candidate, q: QueryEvidence, coverage: float) -> dict[
     lower = [v for v in others if v <= cos]
     memory_cjk = is_cjk_text(c.best.moment.text if not c.best.moment.context_only else c.bucket.title)
     use_cos, use_z = q.second.get(bid, (0.0, 0.0))
+    use_margin = use_gap = 0.0
+    if bid in q.second:
+        use_others = sorted((v[0] for b, v in q.second.items() if b != bid), reverse=True)
+        use_lower = [v for v in use_others if v <= use_cos]
+        use_margin = use_cos - (use_others[0] if use_others else use_cos)
+        use_gap = use_cos - (use_lower[0] if use_lower else use_cos)
     out = {
         "lexical": round(coverage, 6),
         "lexical_rr": round(1.0 / q.lexical_rank[bid], 6) if bid in q.lexical_rank else 0.0,
         "cross_script": 1.0 if memory_cjk != q.query_is_cjk else 0.0,
         "use_cos": round(use_cos, 6),
         "use_z": round(use_z, 6),
+        "use_margin": round(use_margin, 6),
+        "use_gap": round(use_gap, 6),
     }
     if not q.cjk_capable and (q.query_is_cjk or memory_cjk):
         # An English-only embedder maps CJK to [UNK]: its cosines say nothing, so the dense features are zero.

@@ -69,8 +69,10 @@ class Retriever:
         anchors = [a.lower() for a in plan.anchors if a.strip()]
         anchor_hits = {mid for mid, m in moments.items() if anchors and any(a in m.text.lower() for a in anchors)}
         w = dense_weight_for(query, self.cfg, backend=emb.backend, cjk_capable=emb.cjk_capable, anchors=plan.anchors)
+        second = self._second_opinion(space, plan, vector) if rc.fusion.second_opinion_share > 0 else None
         hits = fuse(vector, lexical, moments, dense_weight=w, anchors_hit=anchor_hits,
-                    anchor_bonus=rc.fusion.anchor_bonus)
+                    anchor_bonus=rc.fusion.anchor_bonus, second=second,
+                    second_share=rc.fusion.second_opinion_share)
         buckets = self.store.get_many(space, {m.bucket_id for m in moments.values()})
         cands = group_by_bucket(hits, buckets)
         if rc.fusion.context_share > 0 and len(cands) > 1:
@@ -79,6 +81,14 @@ class Retriever:
         t3 = perf_counter()
         ms = {"vector": (t1 - t0) * 1000, "lexical": (t2 - t1) * 1000, "fuse": (t3 - t2) * 1000}
         return Retrieval(tuple(cands), vector, lexical, w, ms, qvec)
+
+    def _second_opinion(self, space: str, plan: QueryPlan, vector: dict[str, float]) -> dict[str, float] | None:
+        """The second embedder's cosines for the moments dense search returned (stored vectors; None when off)."""
+        enc = self.store.second
+        if enc is None or not vector:
+            return None
+        qv = conversation_vector(enc.query, plan)
+        return {mid: float(v @ qv) for mid, v in self.store.second_vectors(space, list(vector)).items()}
 
     def _lexical(self, space: str, terms: Sequence[str], context: Sequence[tuple[str, float]],
                  k: int) -> dict[str, float]:

@@ -61,32 +61,40 @@ def dense_weight_for(query: str, cfg: Any, *, backend: str, cjk_capable: bool,
     return min(1.0, max(0.0, w))
 
 
+def _min_max(scores: Mapping[str, float], ids: Sequence[str]) -> dict[str, float]:
+    """Each id's score scaled to 0..1 over the ids that have one (all equal: each gets 1)."""
+    vals = [scores[i] for i in ids if i in scores]
+    lo, hi = (min(vals), max(vals)) if vals else (0.0, 0.0)
+    return {i: ((scores[i] - lo) / (hi - lo) if hi > lo else 1.0) for i in ids if i in scores}
+
+
 def fuse(vector: Mapping[str, float], lexical: Mapping[str, float], moments: Mapping[str, Moment], *,
          dense_weight: float, anchors_hit: set[str] | frozenset[str] = frozenset(),
-         anchor_bonus: float = 0.0) -> list[MomentHit]:
+         anchor_bonus: float = 0.0, second: Mapping[str, float] | None = None,
+         second_share: float = 0.0) -> list[MomentHit]:
     """Fuse per-moment dense and BM25 scores into MomentHits, best first.
 
     Dense cosines are min-max normalised over the returned set (all equal: each gets 1), BM25
     is divided by its maximum (negative scores count as 0). A moment missing from a channel
-    scores 0 there. ``anchor_bonus`` is added when the moment holds an exact anchor of the
-    query. Ties break by moment id, so the order is deterministic. Ids missing from
-    ``moments`` (deleted since indexing) are skipped.
+    scores 0 there. With ``second`` (a second embedder's cosines for the dense moments), the
+    dense channel is ``second_share`` of its normalised score and the rest the first model's:
+    two models disagree where each is weak (the second reads across languages far better).
+    ``anchor_bonus`` is added when the moment holds an exact anchor of the query. Ties break by
+    moment id, so the order is deterministic. Ids missing from ``moments`` (deleted since
+    indexing) are skipped.
     """
     ids = sorted((set(vector) | set(lexical)) & set(moments))
-    dense = [vector[i] for i in ids if i in vector]
-    d_lo, d_hi = (min(dense), max(dense)) if dense else (0.0, 0.0)
+    dense_n = _min_max(vector, ids)
+    second_n = _min_max(second, [i for i in ids if i in vector]) if second and second_share > 0 else {}
     lex_max = max((max(0.0, lexical[i]) for i in ids if i in lexical), default=0.0)
     w = min(1.0, max(0.0, dense_weight))
     hits = []
     for mid in ids:
         v = vector.get(mid)
         b = lexical.get(mid)
-        if v is None:
-            vn = 0.0
-        elif d_hi > d_lo:
-            vn = (v - d_lo) / (d_hi - d_lo)
-        else:
-            vn = 1.0
+        vn = dense_n.get(mid, 0.0)
+        if mid in second_n:
+            vn = (1.0 - second_share) * vn + second_share * second_n[mid]
         ln = max(0.0, b) / lex_max if b is not None and lex_max > 0 else 0.0
         anchor = mid in anchors_hit
         fused = w * vn + (1.0 - w) * ln + (anchor_bonus if anchor else 0.0)

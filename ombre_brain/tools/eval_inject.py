@@ -176,7 +176,7 @@ def run_set(s: InjectSet, *, config=None, show_progress: bool = True) -> tuple[l
             out.append(Outcome(c, injected, unknown, ms, scored))
             bar.update(1)
         bar.close()
-        return out, brain.store.embedder.model_id
+        return out, brain.admitter.model_key()  # the admission model these numbers are for
 
 
 # ---------------------------------------------------------------- scoring
