@@ -75,8 +75,8 @@ class FusionConfig:
     dense_weight_minilm_cjk: float = field(default=0.0, metadata=_rng(0, 1))
     anchor_bonus: float = field(default=0.15, metadata=_rng(0, 1))
     context_share: float = field(default=0.5, metadata=_rng(0, 1))
-    # the second opinion's share of the dense channel (when embedding.second_opinion is on): each model's
-    # cosines min-max normalised over the returned moments, then mixed (DESIGN §13)
+    # when a query meets memories in another script (an English question, Chinese memories), the second
+    # opinion's share of the dense channel: both models' cosines min-max normalised, then mixed
     second_opinion_share: float = field(default=0.5, metadata=_rng(0, 1))
 
 

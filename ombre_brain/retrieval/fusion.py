@@ -76,9 +76,9 @@ def fuse(vector: Mapping[str, float], lexical: Mapping[str, float], moments: Map
 
     Dense cosines are min-max normalised over the returned set (all equal: each gets 1), BM25
     is divided by its maximum (negative scores count as 0). A moment missing from a channel
-    scores 0 there. With ``second`` (a second embedder's cosines for the dense moments), the
-    dense channel is ``second_share`` of its normalised score and the rest the first model's:
-    two models disagree where each is weak (the second reads across languages far better).
+    scores 0 there. With ``second`` (a second embedder's cosines for some dense moments), those
+    moments' dense score is ``second_share`` its normalised cosine and the rest the first
+    model's (the caller passes the moments where the second reads better: across scripts).
     ``anchor_bonus`` is added when the moment holds an exact anchor of the query. Ties break by
     moment id, so the order is deterministic. Ids missing from ``moments`` (deleted since
     indexing) are skipped.
