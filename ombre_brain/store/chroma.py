@@ -21,8 +21,10 @@ import hashlib
 import logging
 import os
 import re
+import json
 import shutil
-import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -206,7 +208,8 @@ class ChromaBackend:
         """The stored vectors of these moment ids, by id (ids Chroma does not hold are left out)."""
         if not ids:
             return {}
-        got = self.collection(space).get(ids=list(ids), include=["embeddings"])
+        with self._use(space):
+            got = self.collection(space).get(ids=list(ids), include=["embeddings"])
         emb = got.get("embeddings")
         if emb is None:
             return {}
@@ -296,21 +299,12 @@ class ChromaBackend:
         db = self.path / "chroma.sqlite3"
         with self._files.exclusive():
             removed = 0
-            try:
-                conn = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True, timeout=30)
-                try:
-                    owned = {r[0] for r in conn.execute("SELECT id FROM segments")}
-                finally:
-                    conn.close()
-            except sqlite3.Error as exc:
-                log.warning("chroma compaction: cannot read the segment list (%s); segment dirs left as they are", exc)
-                owned = None
+            owned, vacuumed = _sqlite_child(db)
             if owned is not None:
                 for d in self.path.iterdir():
                     if d.is_dir() and _SEGMENT_DIR_RE.fullmatch(d.name) and d.name not in owned:
                         shutil.rmtree(d, ignore_errors=True)
                         removed += 1
-            vacuumed = _vacuum(db)
         return {"orphan_dirs": removed, "vacuumed": vacuumed}
 
     def close(self) -> None:
@@ -332,18 +326,41 @@ def _get(client, name: str):
         return None
 
 
-def _vacuum(db: Path, attempts: int = 3) -> bool:
-    """VACUUM Chroma's SQLite file so freed pages (deleted vectors and log rows) leave the file."""
-    for i in range(attempts):
+# Runs in a child process. Chroma's Rust core links its own SQLite; a second SQLite library in
+# this process would share our POSIX file locks (fcntl locks never conflict within one process),
+# so its VACUUM could rewrite pages under Chroma's open transactions ("database disk image is
+# malformed"), and closing its file would drop Chroma's locks. Across processes the locks hold.
+_CHILD = r"""
+import json, sqlite3, sys, time
+db = sys.argv[1]
+out = {"owned": None, "vacuumed": False, "error": None}
+for attempt in range(4):
+    try:
+        conn = sqlite3.connect(db, timeout=30, isolation_level=None)
         try:
-            conn = sqlite3.connect(db, timeout=30, isolation_level=None)
-            try:
-                conn.execute("VACUUM")
-                return True
-            finally:
-                conn.close()
-        except sqlite3.OperationalError as exc:  # Chroma holds a lock: try again shortly
-            log.info("chroma VACUUM attempt %d failed: %s", i + 1, exc)
-            threading.Event().wait(0.5 * (i + 1))
-    log.warning("chroma VACUUM did not run; freed pages of %s keep their bytes until the next compaction", db)
-    return False
+            out["owned"] = [r[0] for r in conn.execute("SELECT id FROM segments")]
+            conn.execute("VACUUM")
+            out["vacuumed"] = True
+            break
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        out["error"] = str(exc)
+        time.sleep(0.5 * (attempt + 1))
+print(json.dumps(out))
+"""
+
+
+def _sqlite_child(db: Path) -> tuple[set[str] | None, bool]:
+    """The segment ids Chroma's file owns, and whether VACUUM ran; both done in a child process."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _CHILD, str(db)], capture_output=True, text=True,
+                              timeout=600, check=True)
+        out = json.loads(done.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        log.warning("chroma compaction did not run (%s); freed pages of %s keep their bytes until the next one", exc, db)
+        return None, False
+    if not out["vacuumed"]:
+        log.warning("chroma VACUUM did not run (%s); freed pages of %s keep their bytes until the next compaction",
+                    out["error"], db)
+    return (set(out["owned"]) if out["owned"] is not None else None), bool(out["vacuumed"])
