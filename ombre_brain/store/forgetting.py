@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 
 from ..text import CJK_RE
+from . import changes
 
 CHUNK = 400
 
@@ -70,6 +71,7 @@ class ForgettingMixin:
 
     def mark_deleting(self, conn, space: str, bucket_ids: Sequence[str] | None) -> None:
         """Readers stop seeing these buckets (all of the space when ``bucket_ids`` is None) from now on."""
+        changes.record(conn, space, "reset")  # every process rebuilds its lexical index without them
         if bucket_ids is None:
             conn.execute("UPDATE buckets SET state = 'deleting' WHERE space = ?", (space,))
             return
@@ -77,6 +79,13 @@ class ForgettingMixin:
             marks = ",".join("?" * len(chunk))
             conn.execute(f"UPDATE buckets SET state = 'deleting' WHERE space = ? AND id IN ({marks})",
                          (space, *chunk))
+
+    def after_purge(self, space: str) -> None:
+        """The purge's removal steps are done: one more reset takes the purged ids out of the change
+        sequence, and this process's lexical index is rebuilt on next use, without the purged vocabulary."""
+        with self.ledger.tx() as c:
+            changes.record(c, space, "reset")
+        self.drop_lexical(space)
 
     def purged_terms(self, space: str, bucket_ids: Sequence[str]) -> list[str]:
         """The words of these buckets that no other memory of the space holds (call before deleting them).
