@@ -35,6 +35,8 @@ PG_KEY_ENV = "OMBRE_TEST_SHARED_PURGE_KEY"
 os.environ.setdefault(PG_KEY_ENV, "a-purge-key-every-test-process-shares")
 PG_KEYS = {"forget": {"keys": {"shared": PG_KEY_ENV}, "active_kid": "shared"}}
 sqlite_only = pytest.mark.skipif(LEDGER_MODE == "postgres", reason="reads the SQLite ledger file itself")
+embedded_keys = pytest.mark.skipif(LEDGER_MODE == "postgres", reason="the local key and purge-time key checks are the "
+                                   "embedded default's; a shared ledger refuses to start without its keys")
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
@@ -250,9 +252,19 @@ def suite_ledger_mode(request):
             cfg = load_config(cfg, over if cfg.forget.keys else {**over, **PG_KEYS})
         original(self, path, cfg)
 
+    def open_ledger(store, data_dir, **kw):  # commands that open the ledger without a Brain (`jobs`)
+        if store.ledger.url is None:
+            store = load_config({"store": {"ledger": {"url": pg.url_for(Path(data_dir).resolve())}}}).store
+        return original_open(store, data_dir, **kw)
+
+    from ombre_brain.cli import background
+
+    original_open = background.open_ledger
     brain_module.Brain.__init__ = init
+    background.open_ledger = open_ledger
     yield
     brain_module.Brain.__init__ = original
+    background.open_ledger = original_open
 
 
 @pytest.fixture(params=["embedded", "http"])

@@ -11,17 +11,23 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...config import StoreConfig
-from ...errors import ConfigError
+from ...errors import ConfigError, NotFoundError
 from .base import IDENTITY, Dialect, Ledger, is_postgres_url, joined
 from .sqlite import SqliteLedger
 
 LEDGER_FILE = "ledger.db"
 
 
-def open_ledger(store: StoreConfig, data_dir: str | Path) -> Ledger:
-    """The ledger the config names: ``store.ledger.url``, or ``ledger.db`` in the data directory."""
+def open_ledger(store: StoreConfig, data_dir: str | Path, *, must_exist: bool = False) -> Ledger:
+    """The ledger the config names: ``store.ledger.url``, or ``ledger.db`` in the data directory.
+
+    ``must_exist``: refuse (NotFoundError) to create an embedded ledger where there is none (commands
+    that only read one, such as `jobs`).
+    """
     url = store.ledger.url
     if url is None:
+        if must_exist and not (Path(data_dir) / LEDGER_FILE).exists():
+            raise NotFoundError(f"no data directory at {data_dir} (no {LEDGER_FILE}); pass --data DIR")
         return SqliteLedger(Path(data_dir) / LEDGER_FILE, store.ledger_busy_timeout_ms)
     if not is_postgres_url(url):
         raise ConfigError("expected a postgresql://… URL (or null for the embedded SQLite ledger)",
