@@ -256,12 +256,13 @@ class Brain:
         gw = self.config.gateway
         heard = normalize_context(context, max_messages=gw.context_messages, max_chars=gw.context_chars)
         if dry_run:
-            return run_turn(self.parts, space, session, query, when, context=heard, dry_run=True)
+            with self.ledger.pinned(), self.store.turn_scope(space):
+                return run_turn(self.parts, space, session, query, when, context=heard, dry_run=True)
         # A turn reads the session's round and cooldowns and records the next round; two turns of one
         # session at once would both take the same round. Serialise them: in this process (striped,
         # bounded memory), and across processes sharing the ledger (its session lock).
         with (self._turn_locks[hash((space, session)) % len(self._turn_locks)],
-              self.ledger.session_lock("turn", space, session)):
+              self.ledger.session_lock("turn", space, session), self.store.turn_scope(space)):
             return run_turn(self.parts, space, session, query, when, context=heard, dry_run=False)
 
     def breath(self, space: str, session: str = "default", now: datetime | str | None = None) -> Turn:

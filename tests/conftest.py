@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -145,13 +146,16 @@ def suite_chroma_mode(request):
 class PostgresServer:
     """One real PostgreSQL (pgserver) for the session; each data directory gets its own schema in it."""
 
-    def __init__(self, root: Path) -> None:
-        os.environ.setdefault("XDG_RUNTIME_DIR", str(_private_dir(root / "run")))
+    def __init__(self) -> None:
+        # Outside pytest's own tmp tree: as root, pgserver runs the server as a `pgserver` user and opens
+        # the parents of its directory to it, which pytest's private tmp root would take back.
+        self.root = Path(tempfile.mkdtemp(prefix="ombre-pg-"))
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(_private_dir(self.root / "run")))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs' RuntimeDirWarning, pgserver's own notes
             import pgserver
 
-            self.server = pgserver.get_server(root / "data", cleanup_mode="stop")
+            self.server = pgserver.get_server(self.root / "data", cleanup_mode="stop")
         self.uri = self.server.get_uri()
 
     def url_for(self, key: str | Path) -> str:
@@ -169,6 +173,7 @@ class PostgresServer:
 
     def close(self) -> None:
         self.server.cleanup()
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def _private_dir(path: Path) -> Path:
@@ -181,7 +186,7 @@ _PG: PostgresServer | None = None
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory) -> PostgresServer:
+def postgres_server() -> PostgresServer:
     """A real PostgreSQL for the session (skipped, with the reason, only if pgserver cannot start here)."""
     global _PG
     if _PG is None:
@@ -191,7 +196,7 @@ def postgres_server(tmp_path_factory) -> PostgresServer:
         except ImportError as exc:
             pytest.skip(f"the PostgreSQL driver is not installed ({exc}); pip install -e '.[dev]'")
         try:
-            _PG = PostgresServer(tmp_path_factory.mktemp("postgres"))
+            _PG = PostgresServer()
         except ImportError as exc:
             pytest.skip(f"the pgserver wheel is not installed ({exc})")
         except Exception as exc:  # noqa: BLE001 - any failure to start is a reason to skip, said plainly

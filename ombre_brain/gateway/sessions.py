@@ -76,11 +76,12 @@ class SessionStore:
         ensure_tables(ledger)
 
     def load(self, space: str, session: str, now: datetime, *, dry_run: bool = False) -> SessionState:
-        row = self.ledger.one("SELECT round, recent_fired_at FROM sessions WHERE space = ? AND session = ?",
-                              (space, session))
-        seen = self.ledger.one("SELECT last_seen FROM space_state WHERE space = ?", (space,))
-        injected = {r["bucket_id"]: (r["round"], r["at"]) for r in self.ledger.query(
-            "SELECT bucket_id, round, at FROM injections WHERE space = ? AND session = ?", (space, session))}
+        rows, seen, inj = self.ledger.query_many([
+            ("SELECT round, recent_fired_at FROM sessions WHERE space = ? AND session = ?", (space, session)),
+            ("SELECT last_seen FROM space_state WHERE space = ?", (space,)),
+            ("SELECT bucket_id, round, at FROM injections WHERE space = ? AND session = ?", (space, session))])
+        row, seen = (rows[0] if rows else None), (seen[0] if seen else None)
+        injected = {r["bucket_id"]: (r["round"], r["at"]) for r in inj}
         return SessionState(
             space=space, session=session, now=now, round=(row["round"] if row else 0) + 1, injected=injected,
             last_seen=_dt(seen["last_seen"]) if seen else None,
@@ -91,10 +92,11 @@ class SessionStore:
                turn: dict, mentioned: Iterable[str]) -> None:
         """Advance the round, remember what was injected, and log the turn, atomically.
 
-        The caller holds the session's turn lock (``Brain.turn``), so the session's rows need no more.
+        The caller holds the session's turn lock (``Brain.turn``), so the session's rows need no more;
+        it is bookkeeping, so a database crash may lose the last fraction of a second of it (durable=False).
         """
         now = state.now.isoformat()
-        with self.ledger.tx(serial=False) as c:
+        with self.ledger.tx(serial=False, durable=False, batch=True) as c:
             c.execute(
                 "INSERT INTO sessions(space, session, round, last_seen, recent_fired_at) VALUES (?,?,?,?,?) "
                 "ON CONFLICT(space, session) DO UPDATE SET round = excluded.round, last_seen = excluded.last_seen, "

@@ -79,6 +79,7 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         self._second_loaded = False
         self._tokenize = tokenizer
         self._lexical: dict[str, changes.Followed] = {}
+        self._scope = threading.local()  # the turn this thread is running (reads.turn_scope)
         self.reset_listeners: list[Callable[[str], None]] = []  # told when another process purged in a space
         self._lock = threading.RLock()
         self._checked_spaces: set[str] = set()
@@ -157,9 +158,6 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
                 f"embedding.backend/model to match")
         self._checked_spaces.add(space)
         return True
-
-    def known_space(self, space: str) -> bool:
-        return self.ledger.one("SELECT 1 FROM spaces WHERE space = ?", (space,)) is not None
 
     def spaces(self) -> list[str]:
         return [r["space"] for r in self.ledger.query("SELECT space FROM spaces ORDER BY space")]

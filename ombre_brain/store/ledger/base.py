@@ -94,12 +94,16 @@ class Ledger:
 
     # ------------------------------------------------------------ what each engine provides
 
-    def tx(self, *, serial: bool = True) -> AbstractContextManager:
+    def tx(self, *, serial: bool = True, durable: bool = True, batch: bool = False) -> AbstractContextManager:
         """A write transaction: all or nothing; nested use joins the outer one.
 
         ``serial`` (the default) also serialises it with every other serial transaction, in every
         process, the way SQLite's single writer does; a caller whose rows are protected by row
         locks or a session lock may pass ``serial=False`` (PostgreSQL then relies on those).
+        ``durable=False``: bookkeeping a database crash may lose the last fraction of a second of
+        (PostgreSQL commits it without waiting for its log flush, as SQLite's ``synchronous=NORMAL``
+        does for every transaction). ``batch=True``: the body reads no results, so PostgreSQL sends
+        its statements in one pipeline. SQLite ignores both.
         """
         raise NotImplementedError
 
@@ -112,6 +116,10 @@ class Ledger:
 
     def one(self, sql: str, params: tuple | list = ()) -> Any:
         raise NotImplementedError
+
+    def query_many(self, statements: list[tuple[str, tuple | list]]) -> list[list]:
+        """Several reads at once (one round trip to a server); their rows, in order."""
+        return [self.query(sql, params) for sql, params in statements]
 
     def ddl(self, script: str) -> list[str]:
         """The script's statements in this engine's DDL."""
@@ -161,6 +169,10 @@ class Ledger:
     def pinned(self) -> AbstractContextManager:
         """Keep one connection for this thread across the block (the turn's many small reads)."""
         return nullcontext()
+
+    def identities(self, conn: Any) -> list[tuple[str, str]]:
+        """(table, column) of every column the engine numbers itself (see :data:`IDENTITY`)."""
+        return []
 
     def reset_identity(self, conn: Any, table: str, column: str) -> None:
         """After rows were copied in with their own numbers: number new rows after the highest."""

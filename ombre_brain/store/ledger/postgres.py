@@ -48,10 +48,11 @@ _TOKEN_RE = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|[?%]")
 
 @lru_cache(maxsize=4096)
 def translate(sql: str) -> str:
-    """``?`` placeholders to ``%s`` and a literal ``%`` to ``%%``, leaving quoted text alone."""
+    """``?`` placeholders to ``%s`` and every ``%`` to ``%%`` (psycopg reads them even inside quotes);
+    a ``?`` inside quotes stays a question mark."""
     def sub(m: re.Match) -> str:
         tok = m.group(0)
-        return "%s" if tok == "?" else "%%" if tok == "%" else tok
+        return "%s" if tok == "?" else tok.replace("%", "%%")
 
     return _TOKEN_RE.sub(sub, sql)
 
@@ -123,30 +124,45 @@ def _configure(conn: psycopg.Connection) -> None:
     conn.adapters.register_dumper(bool, _BoolBinary)
 
 
-class Conn:
-    """A pooled connection inside a transaction, with the sqlite3 calls the capabilities use."""
-
-    __slots__ = ("raw",)
-    in_transaction = True
-
-    def __init__(self, raw: psycopg.Connection) -> None:
-        self.raw = raw
-
-    def execute(self, sql: str, params: tuple | list = ()):
-        return self.raw.execute(translate(sql), params)
-
-    def executemany(self, sql: str, seq):
-        cur = self.raw.cursor()
-        cur.executemany(translate(sql), list(seq))
-        return cur
-
-
 class _State(threading.local):
     conn: psycopg.Connection | None = None
     pins = 0
     kept = 0      # pinned() blocks open: the connection outlives its transactions
     in_tx = False
     locked = False
+    begin: list[str] | None = None  # a transaction's opening statements, sent with its first statement
+    held = 0      # locks taken with hold() and not yet released on this connection
+
+
+def _run(st: _State, raw: psycopg.Connection, sql: str, params: tuple | list = ()):
+    """Execute on the thread's connection; a pending BEGIN (and lock) travels in the same round trip."""
+    if st.begin is None:
+        return raw.execute(sql, params)
+    opening, st.begin = st.begin, None
+    with raw.pipeline():
+        for stmt in opening:
+            raw.execute(stmt)
+        return raw.execute(sql, params)
+
+
+class Conn:
+    """A pooled connection inside a transaction, with the sqlite3 calls the capabilities use."""
+
+    __slots__ = ("raw", "st")
+    in_transaction = True
+
+    def __init__(self, raw: psycopg.Connection, st: _State) -> None:
+        self.raw, self.st = raw, st
+
+    def execute(self, sql: str, params: tuple | list = ()):
+        return _run(self.st, self.raw, translate(sql), params)
+
+    def executemany(self, sql: str, seq):
+        if self.st.begin is not None:
+            _run(self.st, self.raw, "SELECT 1")
+        cur = self.raw.cursor()
+        cur.executemany(translate(sql), list(seq))
+        return cur
 
 
 class PostgresLedger(Ledger):
@@ -199,7 +215,12 @@ class PostgresLedger(Ledger):
         try:
             yield conn
         finally:
-            st.conn, st.pins, st.in_tx, st.locked, st.kept = None, 0, False, False, 0
+            if st.held:  # never hand a connection holding locks back to the pool
+                try:
+                    conn.execute("SELECT pg_advisory_unlock_all()")
+                except psycopg.Error:
+                    pass
+            st.conn, st.pins, st.in_tx, st.locked, st.kept, st.held = None, 0, False, False, 0, 0
             self._pool.putconn(conn)
 
     @contextmanager
@@ -215,57 +236,80 @@ class PostgresLedger(Ledger):
     # ------------------------------------------------------------ transactions
 
     @contextmanager
-    def tx(self, *, serial: bool = True) -> Iterator[Conn]:
+    def tx(self, *, serial: bool = True, durable: bool = True, batch: bool = False) -> Iterator[Conn]:
         st = self._state
         with self._pinned() as raw:
             if st.in_tx:
                 if serial and not st.locked:
-                    raw.execute("SELECT pg_advisory_xact_lock(%s)", (self._write_key,))
+                    _run(st, raw, f"SELECT pg_advisory_xact_lock({self._write_key})")
                     st.locked = True
-                yield Conn(raw)
+                yield Conn(raw, st)
                 return
-            with self._transaction(raw, "BEGIN"):
-                if serial:
-                    raw.execute("SELECT pg_advisory_xact_lock(%s)", (self._write_key,))
-                    st.locked = True
-                yield Conn(raw)
+            begin = ["BEGIN"]
+            if serial:
+                begin.append(f"SELECT pg_advisory_xact_lock({self._write_key})")
+            if not durable:
+                begin.append("SET LOCAL synchronous_commit TO off")
+            with self._transaction(raw, begin, batch):
+                st.locked = serial
+                yield Conn(raw, st)
 
     @contextmanager
     def snapshot(self) -> Iterator[Conn]:
         with self._pinned() as raw:
             if self._state.in_tx:
-                yield Conn(raw)
+                yield Conn(raw, self._state)
                 return
-            with self._transaction(raw, "BEGIN ISOLATION LEVEL REPEATABLE READ"):
-                yield Conn(raw)
+            with self._transaction(raw, ["BEGIN ISOLATION LEVEL REPEATABLE READ"]):
+                yield Conn(raw, self._state)
 
     @contextmanager
-    def _transaction(self, raw: psycopg.Connection, begin: str) -> Iterator[None]:
+    def _transaction(self, raw: psycopg.Connection, begin: list[str], batch: bool = False) -> Iterator[None]:
+        """BEGIN … COMMIT, or ROLLBACK on any error.
+
+        The opening statements wait to travel with the body's first statement (a transaction costs
+        one round trip less); a body that ran nothing began nothing. ``batch``: the body reads no
+        results, so its statements and the COMMIT go in one pipeline (one round trip in all).
+        """
         st = self._state
-        raw.execute(begin)
-        st.in_tx = True
+        st.begin, st.in_tx = list(begin), True
         try:
-            yield
+            if batch:
+                with raw.pipeline():
+                    yield
+                    if st.begin is None:
+                        raw.execute("COMMIT")
+            else:
+                yield
+                if st.begin is None:
+                    raw.execute("COMMIT")
         except BaseException:
-            try:
-                raw.execute("ROLLBACK")
-            except psycopg.Error:  # the connection broke: the server rolled back already
-                pass
+            if st.begin is None:
+                try:
+                    raw.execute("ROLLBACK")
+                except psycopg.Error:  # the connection broke: the server rolled back already
+                    pass
             raise
-        else:
-            raw.execute("COMMIT")
         finally:
             st.in_tx = st.locked = False
+            st.begin = None
 
     # ------------------------------------------------------------ statements
 
     def query(self, sql: str, params: tuple | list = ()) -> list:
         with self._pinned() as raw:
-            return raw.execute(translate(sql), params).fetchall()
+            return _run(self._state, raw, translate(sql), params).fetchall()
 
     def one(self, sql: str, params: tuple | list = ()) -> Any:
         with self._pinned() as raw:
-            return raw.execute(translate(sql), params).fetchone()
+            return _run(self._state, raw, translate(sql), params).fetchone()
+
+    def query_many(self, statements: list[tuple[str, tuple | list]]) -> list[list]:
+        """Several reads in one round trip (a pipeline); their rows, in order."""
+        with self._pinned() as raw:
+            with raw.pipeline():
+                curs = [_run(self._state, raw, translate(sql), params) for sql, params in statements]
+            return [cur.fetchall() for cur in curs]
 
     def ddl(self, script: str) -> list[str]:
         for pattern, spelled in _TYPES:
@@ -280,6 +324,11 @@ class PostgresLedger(Ledger):
         return [r[0] for r in self.query("SELECT table_name FROM information_schema.tables WHERE table_schema = "
                                          "current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name")]
 
+    def identities(self, conn) -> list[tuple[str, str]]:
+        return [(r[0], r[1]) for r in conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND is_identity = 'YES' ORDER BY table_name")]
+
     def reset_identity(self, conn, table: str, column: str) -> None:
         conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), "
                      f"COALESCE((SELECT MAX({column}) FROM {table}), 0) + 1, false)")
@@ -289,20 +338,22 @@ class PostgresLedger(Ledger):
     def hold(self, *parts: str) -> None:
         if not self._state.kept:  # no pinned() block: no connection outlives this call to hold it on
             return
-        self._state.conn.execute("SELECT pg_advisory_lock(%s)", (lock_key(self.namespace, *parts),))
+        _run(self._state, self._state.conn, "SELECT pg_advisory_lock(%s)", (lock_key(self.namespace, *parts),))
+        self._state.held += 1
 
     def release(self, *parts: str) -> None:
-        conn = self._state.conn
-        if conn is None:
+        st = self._state
+        if st.conn is None or not st.held:
             return
         try:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key(self.namespace, *parts),))
+            st.conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key(self.namespace, *parts),))
         except psycopg.Error:  # a broken connection took the lock with it
             pass
+        st.held -= 1
 
     def held(self, *parts: str) -> bool:
         key = lock_key(self.namespace, *parts)
-        with self._pinned() as raw:
+        with self._pool.connection(timeout=self._timeout) as raw:  # never this thread's own: it may hold the lock
             if not raw.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
                 return True
             raw.execute("SELECT pg_advisory_unlock(%s)", (key,))
@@ -313,3 +364,20 @@ class PostgresLedger(Ledger):
 
     def close(self) -> None:
         self._pool.close()
+
+
+def with_schema(url: str, schema: str) -> str:
+    """The URL of ``schema`` in the database ``url`` names (made if missing): one database, many ledgers."""
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", schema):
+        raise ValueError(f"not a plain schema name: {schema!r}")
+    if "options=" in url:
+        raise StoreError("the ledger URL already sets options=; give the database URL without it")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+
+
+def drop_schema(url: str, schema: str) -> None:
+    """Drop a schema made by :func:`with_schema`, with every table in it."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
