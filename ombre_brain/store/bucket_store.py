@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -34,7 +33,7 @@ from .edges import EdgesMixin
 from .forgetting import ForgettingMixin
 from .ledger import open_ledger
 from .reads import ReadsMixin
-from .schema import ensure_store_schema
+from .schema import ensure_store_schema, space_names, store_id
 
 log = logging.getLogger("ombre_brain")
 
@@ -118,11 +117,8 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         return [encode_blob(v) for v in enc.passages(texts)]
 
     def store_id(self) -> str:
-        """This data directory's random id, made once; it namespaces collections on a shared Chroma server."""
-        with self.ledger.tx() as c:
-            c.execute("INSERT INTO store_meta(key, value) VALUES ('store_id', ?) ON CONFLICT DO NOTHING",
-                      (uuid.uuid4().hex,))
-            return c.execute("SELECT value FROM store_meta WHERE key = 'store_id'").fetchone()["value"]
+        """This installation's random id, made once; it namespaces collections on a shared Chroma server."""
+        return store_id(self.ledger)
 
     @property
     def embedder(self):
@@ -160,7 +156,7 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         return True
 
     def spaces(self) -> list[str]:
-        return [r["space"] for r in self.ledger.query("SELECT space FROM spaces ORDER BY space")]
+        return space_names(self.ledger)
 
     # ------------------------------------------------------------ writes
 

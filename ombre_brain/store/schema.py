@@ -7,6 +7,7 @@ step is idempotent, because ledgers written before versions were recorded run al
 from __future__ import annotations
 
 import json
+import uuid
 
 from ..buckets import bucket_from_stored
 from ..memory_layers import storage_roles
@@ -113,3 +114,21 @@ STEPS = (CORE, INDEXES, _add_roles, ROLES_INDEX, _add_second, CHANGES)
 
 def ensure_store_schema(ledger) -> None:
     ledger.ensure_schema("store", *STEPS)
+
+
+def store_id(ledger) -> str:
+    """This installation's random id, made once; it namespaces collections on a shared Chroma server."""
+    with ledger.tx() as c:
+        c.execute("INSERT INTO store_meta(key, value) VALUES ('store_id', ?) ON CONFLICT DO NOTHING",
+                  (uuid.uuid4().hex,))
+        return c.execute("SELECT value FROM store_meta WHERE key = 'store_id'").fetchone()[0]
+
+
+def recorded_store_id(ledger) -> str | None:
+    """The store id if one was made (an embedded installation makes one only once it uses a Chroma server)."""
+    row = ledger.one("SELECT value FROM store_meta WHERE key = 'store_id'")
+    return row[0] if row is not None else None
+
+
+def space_names(ledger) -> list[str]:
+    return [r[0] for r in ledger.query("SELECT space FROM spaces ORDER BY space")]

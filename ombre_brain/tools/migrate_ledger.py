@@ -16,7 +16,6 @@ afterwards re-embeds anything missing either way.
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from ..store.chroma import ChromaBackend
 from ..store.ledger import LEDGER_FILE, Ledger, SqliteLedger, open_ledger
 from ..store.ledger.base import is_postgres_url
 from ..store.ledger.transfer import copy_ledger, filled_tables
-from ..store.schema import ensure_store_schema
+from ..store.schema import ensure_store_schema, recorded_store_id, space_names, store_id
 
 SCHEMAS = (ensure_store_schema, sessions.ensure_tables, jobs.ensure_tables, facts_store.ensure_tables,
            purge.ensure_tables, dream_engine.ensure_tables)
@@ -40,19 +39,6 @@ def install_schemas(ledger: Ledger) -> None:
     """Every capability's tables, at their current version."""
     for ensure in SCHEMAS:
         ensure(ledger)
-
-
-def _store_id(ledger: Ledger) -> str | None:
-    row = ledger.one("SELECT value FROM store_meta WHERE key = 'store_id'")
-    return row[0] if row is not None else None
-
-
-def _ensure_store_id(ledger: Ledger) -> str:
-    """An embedded installation names itself only once it talks to a Chroma server; a shared one always does."""
-    with ledger.tx() as c:
-        c.execute("INSERT INTO store_meta(key, value) VALUES ('store_id', ?) ON CONFLICT DO NOTHING",
-                  (uuid.uuid4().hex,))
-        return c.execute("SELECT value FROM store_meta WHERE key = 'store_id'").fetchone()[0]
 
 
 def migrate_ledger(source: str | Path, url: str, config: Config, *,
@@ -69,10 +55,10 @@ def migrate_ledger(source: str | Path, url: str, config: Config, *,
     try:
         install_schemas(src)
         install_schemas(dst)
-        out: dict = {"from": str(source / LEDGER_FILE), "to": dst.describe(), "store_id": _ensure_store_id(src)}
+        out: dict = {"from": str(source / LEDGER_FILE), "to": dst.describe(), "store_id": store_id(src)}
         there = filled_tables(dst)
         if there:
-            if _store_id(dst) is not None and _store_id(dst) == out["store_id"] and there == filled_tables(src):
+            if recorded_store_id(dst) == out["store_id"] and there == filled_tables(src):
                 out |= {"status": "already_migrated", "tables": there, "vectors": _vectors(source, config, 0)}
                 return out
             shown = ", ".join(f"{t} ({n} rows)" for t, n in sorted(there.items())[:5])
@@ -88,15 +74,14 @@ def migrate_ledger(source: str | Path, url: str, config: Config, *,
         dst.close()
 
 
-def _copy_vectors(source: Path, config: Config, src: Ledger, store_id: str) -> int:
+def _copy_vectors(source: Path, config: Config, src: Ledger, namespace: str) -> int:
     """Embedded vectors into the configured Chroma server, under the store id; how many were copied."""
     if config.store.chroma.mode != "http" or not (source / "chroma").is_dir():
         return 0
     embedded = ChromaBackend(dataclasses.replace(config.store.chroma, mode="embedded"), source / "chroma")
-    server = ChromaBackend(config.store.chroma, source / "chroma", namespace=store_id)
+    server = ChromaBackend(config.store.chroma, source / "chroma", namespace=namespace)
     try:
-        spaces = [r[0] for r in src.query("SELECT space FROM spaces ORDER BY space")]
-        return sum(embedded.copy_space_to(server, s) for s in spaces)
+        return sum(embedded.copy_space_to(server, s) for s in space_names(src))
     finally:
         embedded.close()
         server.close()
