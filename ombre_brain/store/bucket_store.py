@@ -135,8 +135,11 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         return self._tokenize(text)
 
     def ensure_space(self, space: str, create: bool = True) -> bool:
-        """Record which model a space is embedded with; refuse to mix models in one space."""
-        if space in self._checked_spaces:
+        """Record which model a space is embedded with; refuse to mix models in one space.
+
+        A write to a shared ledger checks every time: another process may have dropped the space since.
+        """
+        if space in self._checked_spaces and not (create and self.ledger.shared):
             return True
         row = self.ledger.one("SELECT model_id, dimension FROM spaces WHERE space = ?", (space,))
         emb = self.embedder

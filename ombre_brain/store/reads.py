@@ -70,6 +70,7 @@ class ReadsMixin:
 
     def _on_reset(self, space: str) -> None:
         """Another process purged in this space: what this one derived from query or memory text goes too."""
+        self._checked_spaces.discard(space)  # a whole-space purge dropped it
         for listener in self.reset_listeners:
             listener(space)
 

@@ -130,19 +130,29 @@ class _State(threading.local):
     kept = 0      # pinned() blocks open: the connection outlives its transactions
     in_tx = False
     locked = False
-    begin: list[str] | None = None  # a transaction's opening statements, sent with its first statement
+    pending: list[str] | None = None  # statements that travel with the next one (BEGIN, a lock): one round trip
+    flushes = 0   # how many times pending statements went out
     held = 0      # locks taken with hold() and not yet released on this connection
 
 
 def _run(st: _State, raw: psycopg.Connection, sql: str, params: tuple | list = ()):
-    """Execute on the thread's connection; a pending BEGIN (and lock) travels in the same round trip."""
-    if st.begin is None:
+    """Execute on the thread's connection; pending statements go first, in the same round trip."""
+    if not st.pending:
         return raw.execute(sql, params)
-    opening, st.begin = st.begin, None
+    queued, st.pending = st.pending, None
+    st.flushes += 1
     with raw.pipeline():
-        for stmt in opening:
+        for stmt in queued:
             raw.execute(stmt)
         return raw.execute(sql, params)
+
+
+def _queue(st: _State, stmts: list[str]) -> int:
+    """Queue statements for the next round trip; returns where they start in the queue."""
+    st.pending = st.pending or []
+    start = len(st.pending)
+    st.pending.extend(stmts)
+    return start
 
 
 class Conn:
@@ -158,7 +168,7 @@ class Conn:
         return _run(self.st, self.raw, translate(sql), params)
 
     def executemany(self, sql: str, seq):
-        if self.st.begin is not None:
+        if self.st.pending:
             _run(self.st, self.raw, "SELECT 1")
         cur = self.raw.cursor()
         cur.executemany(translate(sql), list(seq))
@@ -221,6 +231,7 @@ class PostgresLedger(Ledger):
                 except psycopg.Error:
                     pass
             st.conn, st.pins, st.in_tx, st.locked, st.kept, st.held = None, 0, False, False, 0, 0
+            st.pending = None
             self._pool.putconn(conn)
 
     @contextmanager
@@ -272,19 +283,27 @@ class PostgresLedger(Ledger):
         results, so its statements and the COMMIT go in one pipeline (one round trip in all).
         """
         st = self._state
-        st.begin, st.in_tx = list(begin), True
+        start = _queue(st, begin)
+        mark, st.in_tx = st.flushes, True
+
+        def began() -> bool:
+            if st.flushes != mark:
+                return True
+            del st.pending[start:start + len(begin)]  # nothing went out: nothing to end
+            return False
+
         try:
             if batch:
                 with raw.pipeline():
                     yield
-                    if st.begin is None:
+                    if began():
                         raw.execute("COMMIT")
             else:
                 yield
-                if st.begin is None:
+                if began():
                     raw.execute("COMMIT")
         except BaseException:
-            if st.begin is None:
+            if began():
                 try:
                     raw.execute("ROLLBACK")
                 except psycopg.Error:  # the connection broke: the server rolled back already
@@ -292,7 +311,6 @@ class PostgresLedger(Ledger):
             raise
         finally:
             st.in_tx = st.locked = False
-            st.begin = None
 
     # ------------------------------------------------------------ statements
 
@@ -336,20 +354,25 @@ class PostgresLedger(Ledger):
     # ------------------------------------------------------------ across processes
 
     def hold(self, *parts: str) -> None:
-        if not self._state.kept:  # no pinned() block: no connection outlives this call to hold it on
+        st = self._state
+        if not st.kept:  # no pinned() block: no connection outlives this call to hold it on
             return
-        _run(self._state, self._state.conn, "SELECT pg_advisory_lock(%s)", (lock_key(self.namespace, *parts),))
-        self._state.held += 1
+        _queue(st, [f"SELECT pg_advisory_lock({lock_key(self.namespace, *parts)})"])  # with the next statement
+        st.held += 1
 
     def release(self, *parts: str) -> None:
         st = self._state
         if st.conn is None or not st.held:
             return
+        st.held -= 1
+        key = lock_key(self.namespace, *parts)
+        if st.pending and f"SELECT pg_advisory_lock({key})" in st.pending:  # never sent: nothing to give back
+            st.pending.remove(f"SELECT pg_advisory_lock({key})")
+            return
         try:
-            st.conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key(self.namespace, *parts),))
+            _run(st, st.conn, f"SELECT pg_advisory_unlock({key})")
         except psycopg.Error:  # a broken connection took the lock with it
             pass
-        st.held -= 1
 
     def held(self, *parts: str) -> bool:
         key = lock_key(self.namespace, *parts)
