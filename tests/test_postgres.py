@@ -320,3 +320,46 @@ def test_migrate_ledger_moves_an_embedded_installation(tmp_path, postgres_server
         b.write(space=SPACE, title="already here")
     refused = cli("migrate-ledger", "--from", str(data), "--to", conflicting, "--config", str(config))
     assert refused.returncode == 2 and "already holds data" in refused.stderr, refused.stderr
+
+
+def test_the_ledger_speaks_sqlites_subset_on_postgresql(tmp_path, postgres_server):
+    """Placeholders, quoting, rows by name and position, rollback, joined and batched transactions."""
+    from ombre_brain.store.ledger.postgres import translate
+
+    assert translate("SELECT '?', \"a?\", ? FROM t WHERE x LIKE '50%' AND y = ?") == \
+        "SELECT '?', \"a?\", %s FROM t WHERE x LIKE '50%%' AND y = %s"
+    ledger = PostgresLedger(postgres_server.url_for(tmp_path / "subset"))
+    try:
+        ddl = "CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, n INTEGER NOT NULL, f REAL, b BLOB)"
+        ledger.ensure_schema("t", ddl,
+                             lambda led, c: led.run_ddl(c, "CREATE INDEX IF NOT EXISTS t_n ON t(n)"))
+        assert ledger.schema_version("t") == 2
+        with ledger.tx() as c:
+            c.execute("INSERT INTO t(k, n, f, b) VALUES (?, ?, ?, ?)", ("a", True, 0.1, b"\x00\x01"))
+            c.execute("INSERT INTO t(k, n) VALUES (?, ?) ON CONFLICT DO NOTHING", ("a", 9))
+            with ledger.tx() as inner:  # joins the outer transaction
+                inner.execute("INSERT INTO t(k, n) VALUES ('b', 2)")
+        row = ledger.one("SELECT k, n, f, b FROM t WHERE k = ?", ("a",))
+        assert (row["k"], row[1], row["f"], bytes(row["b"])) == ("a", 1, 0.1, b"\x00\x01")  # REAL is 8 bytes here
+        assert dict(row) == {"k": "a", "n": 1, "f": 0.1, "b": b"\x00\x01"}
+        with pytest.raises(RuntimeError), ledger.tx() as c:
+            c.execute("INSERT INTO t(k, n) VALUES ('c', 3)")
+            raise RuntimeError("rolled back")
+        with pytest.raises(ledger.IntegrityError), ledger.tx(batch=True, durable=False, serial=False) as c:
+            c.execute("INSERT INTO t(k, n) VALUES ('d', 4)")
+            c.execute("INSERT INTO t(k, n) VALUES ('a', 5)")
+        with ledger.tx() as c:
+            pass  # began nothing, ends nothing
+        assert [r[0] for r in ledger.query("SELECT k FROM t ORDER BY k")] == ["a", "b"]
+        with ledger.snapshot() as s:
+            first = s.execute("SELECT COUNT(*) FROM t").fetchone()[0]
+            other = PostgresLedger(postgres_server.url_for(tmp_path / "subset"))
+            with other.tx() as c:
+                c.execute("INSERT INTO t(k, n) VALUES ('e', 5)")
+            other.close()
+            assert s.execute("SELECT COUNT(*) FROM t").fetchone()[0] == first  # one consistent view
+        assert ledger.one("SELECT COUNT(*) FROM t")[0] == first + 1
+        assert ledger.dialect.indexed_by("t", "t_n") == "t"
+        assert ledger.query(f"SELECT k FROM t WHERE {ledger.dialect.contains('k')} LIMIT ?", ("e", None)) == [("e",)]
+    finally:
+        ledger.close()
