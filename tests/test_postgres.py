@@ -363,3 +363,44 @@ def test_the_ledger_speaks_sqlites_subset_on_postgresql(tmp_path, postgres_serve
         assert ledger.query(f"SELECT k FROM t WHERE {ledger.dialect.contains('k')} LIMIT ?", ("e", None)) == [("e",)]
     finally:
         ledger.close()
+
+
+def test_concurrent_edits_through_two_processes_never_undo_each_other(tmp_path, postgres_server, chroma_server):
+    """Each edit reads, changes one field and writes the bucket back; the bucket's lock spans processes."""
+    host, port = chroma_server
+    cfg = merged(postgres_server.overlay(tmp_path / "edits"), {"store": {"chroma": {"mode": "http", "host": host,
+                                                                                      "port": port}}})
+    with Brain.open(tmp_path / "a", cfg) as a, Brain.open(tmp_path / "b", cfg) as b:
+        a.write(space=SPACE, id="shared", title="shared note", body="edited from two hosts", importance=1)
+        errors: list[BaseException] = []
+
+        def edit(brain, field, values):
+            try:
+                for v in values:
+                    brain.update(SPACE, "shared", **{field: v})
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=edit, args=(a, "importance", range(2, 9))),
+                   threading.Thread(target=edit, args=(b, "valence", [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        assert errors == []
+        final = b.get(SPACE, "shared")
+        assert (final.importance, final.valence) == (8, 0.7)
+
+
+def test_bench_runs_on_a_postgresql_ledger_in_a_schema_of_its_own(tmp_path, postgres_server):
+    import psycopg
+
+    from ombre_brain.tools.bench import run_bench
+
+    base = postgres_server.uri
+    cfg = {"store": {"ledger": {"url": base}}, **PG_KEYS}
+    res = run_bench(12, 4, config=cfg, write=False)
+    assert res["buckets"] == 12 and res["turn_ms"]["p95"] > 0
+    with psycopg.connect(base) as c:  # the throwaway schema is gone again
+        left = c.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'ombre_bench_%'").fetchall()
+    assert left == []

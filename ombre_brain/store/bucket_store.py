@@ -88,16 +88,19 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
 
     @contextmanager
     def bucket_lock(self, space: str, bucket_ids: Iterable[str]) -> Iterator[None]:
-        """Serialise changes to the same buckets within this process (striped, reentrant, deadlock-free).
+        """Serialise changes to the same buckets (striped, reentrant, deadlock-free), across processes too
+        where they share the ledger (its advisory locks, taken in one order).
 
         Two updates of one bucket, or an update racing a delete, would otherwise interleave their
         ledger and Chroma steps: the loser gets a false 404, or Chroma keeps moments of a deleted bucket.
         """
-        stripes = sorted({hash((space, b)) % BUCKET_LOCK_STRIPES for b in bucket_ids})
+        ids = sorted(set(bucket_ids))
+        stripes = sorted({hash((space, b)) % BUCKET_LOCK_STRIPES for b in ids})
         for i in stripes:
             self._bucket_locks[i].acquire()
         try:
-            yield
+            with self.ledger.locks([("bucket", space, b) for b in ids]):
+                yield
         finally:
             for i in reversed(stripes):
                 self._bucket_locks[i].release()

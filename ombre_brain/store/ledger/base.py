@@ -100,7 +100,7 @@ class Ledger:
         ``serial`` (the default) also serialises it with every other serial transaction, in every
         process, the way SQLite's single writer does; a caller whose rows are protected by row
         locks or a session lock may pass ``serial=False`` (PostgreSQL then relies on those).
-        ``durable=False``: bookkeeping a database crash may lose the last fraction of a second of
+        ``durable=False``: bookkeeping whose last fraction of a second a database crash may lose
         (PostgreSQL commits it without waiting for its log flush, as SQLite's ``synchronous=NORMAL``
         does for every transaction). ``batch=True``: the body reads no results, so PostgreSQL sends
         its statements in one pipeline. SQLite ignores both.
@@ -148,23 +148,35 @@ class Ledger:
 
         A no-op where one process serves (SQLite): there the in-process locks are enough.
         """
+        self.hold_all([parts])
 
     def release(self, *parts: str) -> None:
         """Give back a lock taken with :meth:`hold`."""
+        self.release_all([parts])
+
+    def hold_all(self, keys: list[tuple[str, ...]]) -> None:
+        """Take several locks, in one order every process uses (so two holders never deadlock)."""
+
+    def release_all(self, keys: list[tuple[str, ...]]) -> None:
+        """Give back locks taken with :meth:`hold_all`."""
 
     def held(self, *parts: str) -> bool:
         """Whether a live process holds the lock named by ``parts`` (always False where one process serves)."""
         return False
 
     @contextmanager
-    def session_lock(self, *parts: str) -> Iterator[None]:
-        """Serialise work on one key (a turn of one session) across processes; a no-op where one process serves."""
+    def locks(self, keys: list[tuple[str, ...]]) -> Iterator[None]:
+        """Hold these locks across processes for the block (a no-op where one process serves)."""
         with self.pinned():
-            self.hold(*parts)
+            self.hold_all(keys)
             try:
                 yield
             finally:
-                self.release(*parts)
+                self.release_all(keys)
+
+    def session_lock(self, *parts: str) -> AbstractContextManager:
+        """Serialise work on one key (a turn of one session) across processes; a no-op where one process serves."""
+        return self.locks([parts])
 
     def pinned(self) -> AbstractContextManager:
         """Keep one connection for this thread across the block (the turn's many small reads)."""

@@ -353,26 +353,31 @@ class PostgresLedger(Ledger):
 
     # ------------------------------------------------------------ across processes
 
-    def hold(self, *parts: str) -> None:
+    def hold_all(self, keys: list[tuple[str, ...]]) -> None:
         st = self._state
-        if not st.kept:  # no pinned() block: no connection outlives this call to hold it on
+        if not st.kept:  # no pinned() block: no connection outlives this call to hold them on
             return
-        _queue(st, [f"SELECT pg_advisory_lock({lock_key(self.namespace, *parts)})"])  # with the next statement
-        st.held += 1
+        ints = sorted(lock_key(self.namespace, *k) for k in keys)
+        _queue(st, [f"SELECT pg_advisory_lock({k})" for k in ints])  # they travel with the next statement
+        st.held += len(ints)
 
-    def release(self, *parts: str) -> None:
+    def release_all(self, keys: list[tuple[str, ...]]) -> None:
         st = self._state
         if st.conn is None or not st.held:
             return
-        st.held -= 1
-        key = lock_key(self.namespace, *parts)
-        if st.pending and f"SELECT pg_advisory_lock({key})" in st.pending:  # never sent: nothing to give back
-            st.pending.remove(f"SELECT pg_advisory_lock({key})")
-            return
-        try:
-            _run(st, st.conn, f"SELECT pg_advisory_unlock({key})")
-        except psycopg.Error:  # a broken connection took the lock with it
-            pass
+        sent = []
+        for k in sorted(lock_key(self.namespace, *k) for k in keys):
+            st.held -= 1
+            stmt = f"SELECT pg_advisory_lock({k})"
+            if st.pending and stmt in st.pending:  # never sent: nothing to give back
+                st.pending.remove(stmt)
+            else:
+                sent.append(f"pg_advisory_unlock({k})")
+        if sent:
+            try:
+                _run(st, st.conn, "SELECT " + ", ".join(sent))
+            except psycopg.Error:  # a broken connection took the locks with it
+                pass
 
     def held(self, *parts: str) -> bool:
         key = lock_key(self.namespace, *parts)
