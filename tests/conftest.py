@@ -7,6 +7,7 @@ by the process-wide cache) and Flask under waitress.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import shutil
@@ -150,7 +151,10 @@ class PostgresServer:
         # Outside pytest's own tmp tree: as root, pgserver runs the server as a `pgserver` user and opens
         # the parents of its directory to it, which pytest's private tmp root would take back.
         self.root = Path(tempfile.mkdtemp(prefix="ombre-pg-"))
-        os.environ.setdefault("XDG_RUNTIME_DIR", str(_private_dir(self.root / "run")))
+        # pgserver keeps a lock file in the runtime dir for the life of the process (and touches it again at
+        # exit), so the runtime dir outlives this server's own directory
+        run = Path(tempfile.gettempdir()) / f"ombre-pg-run-{os.getuid()}"
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(_private_dir(run)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs' RuntimeDirWarning, pgserver's own notes
             import pgserver
@@ -172,7 +176,8 @@ class PostgresServer:
         return {"store": {"ledger": {"url": self.url_for(key)}}, **PG_KEYS}
 
     def close(self) -> None:
-        self.server.cleanup()
+        self.server.cleanup()  # stops it: this process made it, so this process holds its only handle
+        atexit.unregister(self.server._cleanup)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
