@@ -32,13 +32,20 @@ browser:
 	  (apt-get update -qq >/dev/null 2>&1; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null 2>&1) \
 	  || echo "chromium not installed: browser tests will be skipped"; }
 
-# The whole suite in embedded Chroma mode (tests marked with `store_mode` also cover a real `chroma run`),
-# then the recall, gateway and purge tests again with every Brain in server mode.
+# The whole suite in embedded Chroma mode with the SQLite ledger (tests marked with `store_mode` also cover a
+# real `chroma run`; tests/test_postgres.py runs several servers on a real PostgreSQL), then the recall,
+# gateway and purge tests again with every Brain in Chroma server mode, then the store, recall, gateway,
+# facts and forgetting tests again with every ledger in PostgreSQL (pgserver).
 HTTP_MODE_TESTS = tests/test_turn.py tests/test_gateway_budgets.py tests/test_sessions_restart.py tests/test_forget.py
+PG_MODE_TESTS = tests/test_store.py tests/test_turn.py tests/test_gateway_budgets.py tests/test_sessions_restart.py \
+	tests/test_forget.py tests/test_forget_residue.py tests/test_facts.py tests/test_facts_restore.py \
+	tests/test_facts_turn.py tests/test_ingest.py tests/test_dream.py tests/test_concurrency.py tests/test_crash.py \
+	tests/test_server_kill.py tests/test_portability.py tests/test_migration.py tests/test_isolation.py
 
 test: venv browser
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 	OMBRE_TEST_CHROMA=http $(PY) -m pytest -q $(PYTEST_ARGS) $(HTTP_MODE_TESTS)
+	OMBRE_TEST_LEDGER=postgres $(PY) -m pytest -q $(PYTEST_ARGS) $(PG_MODE_TESTS)
 
 demo: venv
 	$(VENV)/bin/ombre-brain demo --data $(DATA) --host $(HOST) --port $(PORT)

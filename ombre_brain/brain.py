@@ -23,7 +23,7 @@ from .config import Config, load_config
 from .dream.engine import DreamEngine
 from .errors import NotFoundError, ProvenanceError, ValidationError
 from .facts import FactsStore
-from .forget.keys import ensure_local_key
+from .forget.keys import ensure_local_key, require_shared_keys
 from .forget.purge import Forgetter
 from .gateway.core import Gateway
 from .mcp.breath import breath_parts
@@ -70,6 +70,9 @@ class Brain:
         stop = frozenset(w.lower() for w in cfg.lexical.stop_words)
         self.stop_words = stop
         self.tokenize = lambda text: tokenize(text, stop)
+        shared = cfg.store.ledger.url is not None  # several processes serve from one PostgreSQL ledger
+        if shared:
+            require_shared_keys(cfg)  # refuse to start before anything is opened
         self.store = BucketStore(self.path, cfg, lambda: get_embedder(cfg.embedding), self.tokenize,
                                  lambda: get_second_opinion(cfg.embedding.second_opinion == "auto"))
         self.policy = RecallPolicy(cfg, tokenizer=lambda t, s=None: self.tokenize(t))
@@ -79,11 +82,14 @@ class Brain:
         self.gateway = Gateway(cfg, self.store.ledger, self.write)
         self.dream_engine = DreamEngine(config=cfg, store=self.store, write=self.write, plan=self.policy.plan_query,
                                         upstream=lambda: self.gateway.upstream)
-        if not cfg.forget.keys:  # the embedded default: forgetting works on the first day
+        if not cfg.forget.keys and not shared:  # the embedded default: forgetting works on the first day
             ensure_local_key(self.path)
+        caches = [self.store, self.policy, self.admitter, self.dream_engine]
         self.forget = Forgetter(config=cfg, store=self.store, sessions=self.gateway.sessions, facts=self.facts,
-                                jobs=self.gateway.jobs, participants=[self.dream_engine],
-                                caches=[self.store, self.policy, self.admitter, self.dream_engine], data_dir=self.path)
+                                jobs=self.gateway.jobs, participants=[self.dream_engine], caches=caches,
+                                data_dir=None if shared else self.path)
+        # a purge through another process: what this one derived from query or memory text goes too
+        self.store.reset_listeners.append(lambda space: [c.clear_cache() for c in caches])
         self.parts = TurnParts(config=cfg, store=self.store, policy=self.policy, retriever=self.retriever,
                                admitter=self.admitter, sessions=self.gateway.sessions, dreams=self.dream_engine,
                                facts=self.facts)
@@ -250,10 +256,13 @@ class Brain:
         gw = self.config.gateway
         heard = normalize_context(context, max_messages=gw.context_messages, max_chars=gw.context_chars)
         if dry_run:
-            return run_turn(self.parts, space, session, query, when, context=heard, dry_run=True)
+            with self.ledger.pinned(), self.store.turn_scope(space):
+                return run_turn(self.parts, space, session, query, when, context=heard, dry_run=True)
         # A turn reads the session's round and cooldowns and records the next round; two turns of one
-        # session at once would both take the same round. Serialise them (striped: bounded memory).
-        with self._turn_locks[hash((space, session)) % len(self._turn_locks)]:
+        # session at once would both take the same round. Serialise them: in this process (striped,
+        # bounded memory), and across processes sharing the ledger (its session lock).
+        with (self._turn_locks[hash((space, session)) % len(self._turn_locks)],
+              self.ledger.session_lock("turn", space, session), self.store.turn_scope(space)):
             return run_turn(self.parts, space, session, query, when, context=heard, dry_run=False)
 
     def breath(self, space: str, session: str = "default", now: datetime | str | None = None) -> Turn:

@@ -53,8 +53,18 @@ class ChromaConfig:
 
 
 @dataclass(frozen=True)
+class LedgerConfig:
+    """Where the ledger lives: ``ledger.db`` in the data directory (url null), or a shared PostgreSQL."""
+
+    url: str | None = None  # postgresql://user@host:5432/db (password from PGPASSWORD or ~/.pgpass)
+    pool_size: int = field(default=10, metadata=_rng(2, 1000))
+    connect_timeout_s: float = field(default=30.0, metadata=_rng(1, 3600))
+
+
+@dataclass(frozen=True)
 class StoreConfig:
     chroma: ChromaConfig = ChromaConfig()
+    ledger: LedgerConfig = LedgerConfig()
     ledger_busy_timeout_ms: int = field(default=10000, metadata=_rng(0, 600000))
     max_title_chars: int = field(default=200, metadata=_rng(1, 10000))
     max_body_chars: int = field(default=20000, metadata=_rng(1, 1_000_000))
@@ -410,6 +420,9 @@ def _validate_semantics(cfg: Config) -> None:
             if name not in ADMISSION_FEATURES:
                 raise _Invalid(f"retrieval.admission.models.{model_id}.weights.{name}",
                                f"unknown feature (known: {', '.join(ADMISSION_FEATURES)})")
+    url = cfg.store.ledger.url
+    if url is not None and not url.startswith(("postgresql://", "postgres://")):
+        raise _Invalid("store.ledger.url", "expected a postgresql://… URL, or null for ledger.db in the data directory")
     if cfg.forget.active_kid is not None and cfg.forget.active_kid not in cfg.forget.keys:
         raise _Invalid("forget.active_kid", f"names kid {cfg.forget.active_kid!r}, which is not in forget.keys")
     for i, rule in enumerate(cfg.server.tokens):

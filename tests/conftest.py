@@ -1,18 +1,23 @@
-"""Shared fixtures: offline guard, brains on real stores, a real Chroma server, a real HTTP server.
+"""Shared fixtures: offline guard, brains on real stores, a real Chroma server, a real PostgreSQL, a real HTTP server.
 
-Everything here is real: Chroma (embedded or `chroma run` on loopback), SQLite, jieba, the
-embedding model (loaded once per session by the process-wide cache) and Flask under waitress.
+Everything here is real: Chroma (embedded or `chroma run` on loopback), SQLite or PostgreSQL (the
+`pgserver` wheel's server on a Unix socket), jieba, the embedding model (loaded once per session
+by the process-wide cache) and Flask under waitress.
 """
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -27,6 +32,13 @@ SHARED = Path(os.environ.get("OMBRE_SHARED", ROOT.parent / "shared"))
 SCENARIOS = SHARED / "scenarios"
 LOCOMO = SHARED / "data" / "locomo"
 ZH_RECALL = SHARED / "data" / "zh_recall" / "companion_zh.yaml"
+LEDGER_MODE = os.environ.get("OMBRE_TEST_LEDGER", "sqlite")  # sqlite | postgres: the ledger every Brain opens
+PG_KEY_ENV = "OMBRE_TEST_SHARED_PURGE_KEY"
+os.environ.setdefault(PG_KEY_ENV, "a-purge-key-every-test-process-shares")
+PG_KEYS = {"forget": {"keys": {"shared": PG_KEY_ENV}, "active_kid": "shared"}}
+sqlite_only = pytest.mark.skipif(LEDGER_MODE == "postgres", reason="reads the SQLite ledger file itself")
+embedded_keys = pytest.mark.skipif(LEDGER_MODE == "postgres", reason="the local key and purge-time key checks are the "
+                                   "embedded default's; a shared ledger refuses to start without its keys")
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
@@ -130,6 +142,139 @@ def suite_chroma_mode(request):
     brain_module._as_config = server_mode
     yield
     brain_module._as_config = original
+
+
+class PostgresServer:
+    """One real PostgreSQL (pgserver) for the session; each data directory gets its own schema in it."""
+
+    def __init__(self) -> None:
+        # Outside pytest's own tmp tree: as root, pgserver runs the server as a `pgserver` user and opens
+        # the parents of its directory to it, which pytest's private tmp root would take back.
+        self.root = Path(tempfile.mkdtemp(prefix="ombre-pg-"))
+        # pgserver keeps a lock file in the runtime dir for the life of the process (and touches it again at
+        # exit), so the runtime dir outlives this server's own directory
+        run = Path(tempfile.gettempdir()) / f"ombre-pg-run-{os.getuid()}"
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(_private_dir(run)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs' RuntimeDirWarning, pgserver's own notes
+            import pgserver
+
+            self.server = pgserver.get_server(self.root / "data", cleanup_mode="stop")
+        self.uri = self.server.get_uri()
+
+    def url_for(self, key: str | Path) -> str:
+        """The URL of a fresh schema named after ``key`` (a data directory): the same key, the same ledger."""
+        import psycopg
+
+        schema = "t_" + hashlib.sha256(str(key).encode()).hexdigest()[:20]
+        with psycopg.connect(self.uri, autocommit=True) as c:
+            c.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        return f"{self.uri}&options=-csearch_path%3D{schema}"
+
+    def overlay(self, key: str | Path) -> dict:
+        """The config overlay that puts a data directory's ledger here (with the shared purge key)."""
+        return {"store": {"ledger": {"url": self.url_for(key)}}, **PG_KEYS}
+
+    def close(self) -> None:
+        self.server.cleanup()  # stops it: this process made it, so this process holds its only handle
+        atexit.unregister(self.server._cleanup)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
+_PG: PostgresServer | None = None
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> PostgresServer:
+    """A real PostgreSQL for the session (skipped, with the reason, only if pgserver cannot start here)."""
+    global _PG
+    if _PG is None:
+        try:
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+        except ImportError as exc:
+            pytest.skip(f"the PostgreSQL driver is not installed ({exc}); pip install -e '.[dev]'")
+        try:
+            _PG = PostgresServer()
+        except ImportError as exc:
+            pytest.skip(f"the pgserver wheel is not installed ({exc})")
+        except Exception as exc:  # noqa: BLE001 - any failure to start is a reason to skip, said plainly
+            pytest.skip(f"pgserver cannot start a PostgreSQL on this machine: {type(exc).__name__}: {exc}")
+    yield _PG
+    _PG.close()
+    _PG = None
+
+
+def merged(*overlays: dict) -> dict:
+    """Config overlays deep-merged (a test's own overlay with the suite's ledger and Chroma modes)."""
+    out: dict = {}
+    for over in overlays:
+        for k, v in over.items():
+            out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def open_test_ledger(path: Path):
+    """The ledger a Brain on data directory ``path`` would open in this suite's mode."""
+    from ombre_brain.store.ledger import SqliteLedger
+    from ombre_brain.store.ledger.postgres import PostgresLedger
+
+    if LEDGER_MODE == "postgres":
+        return PostgresLedger(_PG.url_for(Path(path).resolve()))
+    return SqliteLedger(Path(path) / "ledger.db")
+
+
+@pytest.fixture
+def ledger_overlay(tmp_path, request) -> dict:
+    """For tests that start their own processes: the overlay putting their ledger in this suite's mode."""
+    if LEDGER_MODE != "postgres":
+        return {}
+    return request.getfixturevalue("postgres_server").overlay((tmp_path / "data").resolve())
+
+
+@pytest.fixture(autouse=True, scope="session")
+def suite_ledger_mode(request):
+    """With OMBRE_TEST_LEDGER=postgres, every Brain a test opens in-process keeps its ledger in PostgreSQL.
+
+    Each data directory gets its own schema (reopening the same directory finds the same ledger),
+    and the shared purge key a PostgreSQL ledger requires. CI runs the store, recall, gateway,
+    facts and forgetting tests once more this way (Makefile, PG_MODE_TESTS).
+    """
+    if LEDGER_MODE != "postgres":
+        yield
+        return
+    pg = request.getfixturevalue("postgres_server")
+    from ombre_brain import brain as brain_module
+    from ombre_brain.config import load_config
+
+    original = brain_module.Brain.__init__
+
+    def init(self, path, config=None):
+        cfg = brain_module._as_config(config)
+        if cfg.store.ledger.url is None:
+            over = {"store": {"ledger": {"url": pg.url_for(Path(path).resolve())}}}
+            cfg = load_config(cfg, over if cfg.forget.keys else {**over, **PG_KEYS})
+        original(self, path, cfg)
+
+    def open_ledger(store, data_dir, **kw):  # commands that open the ledger without a Brain (`jobs`)
+        if store.ledger.url is None:
+            store = load_config({"store": {"ledger": {"url": pg.url_for(Path(data_dir).resolve())}}}).store
+        return original_open(store, data_dir, **kw)
+
+    from ombre_brain.cli import background
+
+    original_open = background.open_ledger
+    brain_module.Brain.__init__ = init
+    background.open_ledger = open_ledger
+    yield
+    brain_module.Brain.__init__ = original
+    background.open_ledger = original_open
 
 
 @pytest.fixture(params=["embedded", "http"])

@@ -184,7 +184,7 @@ def test_eight_threads_two_hundred_mixed_ops(busy_server):
         for bid, (field, value) in w.shared_fields.items():
             assert getattr(stored[bid], field) == value, (bid, field)
     dup = brain.ledger.query("SELECT content_hash, COUNT(*) n FROM buckets WHERE space = ? GROUP BY content_hash "
-                             "HAVING n > 1", (SPACE,))
+                             "HAVING COUNT(*) > 1", (SPACE,))
     assert [tuple(r) for r in dup] == []
     edges = {(e.from_id, e.to_id) for e in brain.edges(SPACE)}
     assert all(a in stored and b in stored for a, b in edges)

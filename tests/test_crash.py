@@ -24,6 +24,8 @@ import time
 
 import pytest
 
+from .conftest import merged
+
 SPACE = "haven:crash"
 CHILD = r"""
 import json, random, sys
@@ -34,13 +36,13 @@ from ombre_brain import Brain
 from ombre_brain.config import load_config
 from ombre_brain.tools.doctor import doctor
 from ombre_brain.store.chroma import ChromaBackend
-from ombre_brain.store.ledger import Ledger
+from ombre_brain.store.ledger import open_ledger
 
 SPACE = "haven:crash"
 config = load_config(cfg)
 raw = {"committed_mismatch": [], "unknown_in_chroma": []}
-if (path / "ledger.db").exists():
-    ledger = Ledger(path / "ledger.db")
+if (path / "ledger.db").exists() or (config.store.ledger.url and path.exists()):
+    ledger = open_ledger(config.store, path)
     ns = ""
     if config.store.chroma.mode == "http":
         ns = ledger.one("SELECT value FROM store_meta WHERE key = 'store_id'")["value"]
@@ -207,9 +209,10 @@ def _final_check(path, cfg: dict, expected: dict[str, set]) -> dict:
 
 
 @pytest.mark.parametrize("iterations", [2])
-def test_sigkill_at_random_moments_leaves_no_half_bucket(tmp_path, store_mode, iterations):
+def test_sigkill_at_random_moments_leaves_no_half_bucket(tmp_path, store_mode, ledger_overlay, iterations):
     path = tmp_path / "data"
     rng = random.Random(11 if store_mode else 7)
+    store_mode = merged(store_mode, ledger_overlay)
     expected: dict[str, set] = {}
     for it in range(iterations):
         child = Child(path, store_mode, seed=it, burst=400)
@@ -228,7 +231,7 @@ def test_sigkill_at_random_moments_leaves_no_half_bucket(tmp_path, store_mode, i
     assert any(v != {None} for v in expected.values())
 
 
-def test_sigkill_at_each_step_of_the_write_protocol(tmp_path):
+def test_sigkill_at_each_step_of_the_write_protocol(tmp_path, ledger_overlay):
     """Each child checks what the previous one left, then dies at its own step; the last child only checks."""
     path = tmp_path / "data"
     expected: dict[str, set] = {}
@@ -241,7 +244,7 @@ def test_sigkill_at_each_step_of_the_write_protocol(tmp_path):
     }
     unfinished: list[str] = []
     for n, (fault, (bid, title)) in enumerate(steps.items(), 1):
-        child = Child(path, {}, seed=100 + n, burst=0, fault=fault)
+        child = Child(path, ledger_overlay, seed=100 + n, burst=0, fault=fault)
         assert child.ready.wait(120), "child never got ready"
         check = child.check()
         assert check["raw"].get("unfinished", []) == unfinished, (fault, check["raw"])

@@ -21,7 +21,8 @@ from ombre_brain.errors import (
     ValidationError,
 )
 from ombre_brain.facts import FactsStore, source_digest
-from ombre_brain.store.ledger import Ledger
+
+from .conftest import open_test_ledger
 
 SPACE = "haven:xiaoyu"
 UTC = timezone.utc
@@ -37,7 +38,7 @@ def T(s: str) -> str:
 
 @pytest.fixture
 def fs(tmp_path):
-    ledger = Ledger(tmp_path / "ledger.db")
+    ledger = open_test_ledger(tmp_path)
     yield FactsStore(ledger, load_config())
     ledger.close()
 

@@ -18,7 +18,8 @@ from ombre_brain.config import load_config
 from ombre_brain.errors import ConflictError, NotFoundError, ValidationError
 from ombre_brain.facts import FactsStore
 from ombre_brain.facts.timeline import Revision, resolve
-from ombre_brain.store.ledger import Ledger
+
+from .conftest import open_test_ledger
 
 UTC = timezone.utc
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -197,7 +198,7 @@ _spaces = itertools.count(1)
 @pytest.fixture
 def store(tmp_path):
     """One ledger for the whole test; each hypothesis example gets a fresh space in it."""
-    ledger = Ledger(tmp_path / "ledger.db")
+    ledger = open_test_ledger(tmp_path)
     yield FactsStore(ledger, CONFIG)
     ledger.close()
 

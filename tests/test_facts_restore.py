@@ -11,7 +11,8 @@ import pytest
 from ombre_brain.config import load_config
 from ombre_brain.errors import ConflictError, SourceSuppressedError, ValidationError
 from ombre_brain.facts import FactsStore
-from ombre_brain.store.ledger import Ledger
+
+from .conftest import open_test_ledger
 
 SPACE = "haven:xiaoyu"
 OTHER = "haven:copy"
@@ -27,7 +28,7 @@ def T(s: str) -> str:
 
 
 def _store(path):
-    ledger = Ledger(path)
+    ledger = open_test_ledger(path)
     return ledger, FactsStore(ledger, load_config())
 
 

@@ -25,7 +25,7 @@ from ombre_brain.config import load_config
 from ombre_brain.forget.receipts import make_receipt, unwrap, verify
 from ombre_brain.store.chroma import ChromaBackend
 
-from .conftest import LiveServer
+from .conftest import LiveServer, sqlite_only
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACE = "haven:residue"
@@ -65,6 +65,7 @@ def chat(client, session: str, text: str) -> None:
     assert r.status_code == 200, r.text
 
 
+@sqlite_only  # the files of a PostgreSQL ledger are the server's: docs/deploy.md
 def test_no_byte_of_a_purged_memory_remains_in_the_data_directory(world):
     brain, client, standin = world
     root = brain.path
@@ -122,6 +123,7 @@ def test_no_byte_of_a_purged_memory_remains_in_the_data_directory(world):
         reopened.close()
 
 
+@sqlite_only  # the files of a PostgreSQL ledger are the server's: docs/deploy.md
 def test_a_purged_source_identity_is_kept_only_where_the_documentation_says(tmp_path):
     brain = Brain.open(tmp_path / "data", {})
     try:

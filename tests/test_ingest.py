@@ -20,7 +20,7 @@ from ombre_brain.config import load_config
 from ombre_brain.errors import ValidationError
 from ombre_brain.gateway.ingest import exchange_id, parse_extraction, rule_drafts
 
-from .conftest import LiveServer, StandInUpstream, free_port
+from .conftest import LEDGER_MODE, LiveServer, StandInUpstream, free_port, merged, open_test_ledger
 
 SPACE = "haven:xiaoyu"
 # A stable boundary and a relationship lesson in one message: two buckets, never one summary.
@@ -256,6 +256,12 @@ def test_interrupted_job_out_of_attempts_is_dead_lettered(llm_brain):
 
 
 def _job_rows(data: Path) -> list[tuple]:
+    if LEDGER_MODE == "postgres":
+        ledger = open_test_ledger(data)
+        try:
+            return [tuple(r) for r in ledger.query("SELECT id, state, attempts FROM jobs")]
+        finally:
+            ledger.close()
     with sqlite3.connect(data / "ledger.db", timeout=10) as conn:
         try:
             return conn.execute("SELECT id, state, attempts FROM jobs").fetchall()
@@ -281,15 +287,16 @@ def _serve(data: Path, overlay: Path, port: int, log: Path) -> subprocess.Popen:
     return proc
 
 
-def test_killed_mid_job_then_restarted_finishes_without_duplicates(tmp_path, standin):
+def test_killed_mid_job_then_restarted_finishes_without_duplicates(tmp_path, standin, ledger_overlay):
     standin.extraction = EXTRACTION
     standin.extract_delays = [60]  # the first extractor call hangs, so the job is mid-flight when we kill
     data, log = tmp_path / "data", tmp_path / "server.log"
     overlay = tmp_path / "overlay.yaml"
-    overlay.write_text(yaml.safe_dump({
+    overlay.write_text(yaml.safe_dump(merged({
         "server": {"default_space": SPACE},
         "upstream": {"base_url": standin.url, "model": "extract-model", "timeout_s": 30, "retries": 0},
-        "ingest": {"extractor": "llm", "poll_s": 0.05, "backoff_s": 0.1, "max_attempts": 3}}), encoding="utf-8")
+        "ingest": {"extractor": "llm", "poll_s": 0.05, "backoff_s": 0.1, "max_attempts": 3}}, ledger_overlay)),
+        encoding="utf-8")
     port = free_port()
     proc = _serve(data, overlay, port, log)
     try:

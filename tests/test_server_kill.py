@@ -20,8 +20,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
-from .conftest import free_port
+from .conftest import free_port, merged
 
 SPACE = "haven:kill"
 KEY_ENV = "OMBRE_TEST_PURGE_KEY"
@@ -130,10 +131,11 @@ class Load(threading.Thread):
 
 
 @pytest.fixture
-def setup(tmp_path):
+def setup(tmp_path, ledger_overlay):
     data = tmp_path / "data"
     config = tmp_path / "server.yaml"
-    config.write_text(f"forget:\n  keys:\n    k1: {KEY_ENV}\n", encoding="utf-8")
+    config.write_text(yaml.safe_dump(merged(ledger_overlay, {"forget": {"keys": {"k1": KEY_ENV}, "active_kid": "k1"}})),
+                      encoding="utf-8")
     env = {**os.environ, KEY_ENV: "server-kill-secret", "PYTHONUNBUFFERED": "1"}
     return data, config, env
 

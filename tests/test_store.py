@@ -13,6 +13,8 @@ import pytest
 from ombre_brain import Brain
 from ombre_brain.tools.doctor import doctor
 
+from .conftest import sqlite_only
+
 SPACE = "haven:xiaoyu"
 
 ZH_NAMES = ["小雨", "阿杰", "林老师", "外婆", "小猫豆豆", "同桌", "表姐", "房东", "教练", "邻居"]
@@ -178,6 +180,7 @@ def test_two_stores_share_one_chroma_server_without_collisions(tmp_path, chroma_
         assert doctor(one, repair=False)["consistent"]
 
 
+@sqlite_only
 def test_side_section_roles_are_indexed_and_backfilled_in_an_old_ledger(brain_path):
     """Core, weather and favorite candidates come from an indexed ``roles`` column, which an older
     ledger without it gains (filled from the stored buckets) the first time it is opened."""
@@ -196,6 +199,7 @@ def test_side_section_roles_are_indexed_and_backfilled_in_an_old_ledger(brain_pa
     with sqlite3.connect(brain_path / "ledger.db") as c:  # the ledger as an older version wrote it
         c.execute("DROP INDEX buckets_roles2")
         c.execute("ALTER TABLE buckets DROP COLUMN roles")
+        c.execute("DROP TABLE schema_versions")  # older versions recorded none: every step runs again
     with Brain.open(brain_path, {"gateway": {"budgets": {"core_memory": 200}}}) as b:
         assert [x.id for x in b.store.list(SPACE, role="core", limit=100)] == [pinned]
         assert [x.id for x in b.store.list(SPACE, role="favorite", limit=100)] == [fav]

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from ..config import load_config
-from ..errors import NotFoundError
 from ..gateway.jobs import JobTable, _iso
-from ..store.ledger import Ledger
+from ..store.ledger import open_ledger
 from ..timeutil import parse_time
 from .common import open_brain, print_json
 
@@ -28,10 +26,7 @@ def cmd_dream_run(args) -> int:
 def cmd_jobs(args) -> int:
     """`ombre-brain jobs [--retry ID|dead|failed] [--json]`: list pending, failed and dead jobs."""
     cfg = load_config(*(f for f in (args.config,) if f))
-    path = Path(args.data) / "ledger.db"
-    if not path.exists():
-        raise NotFoundError(f"no data directory at {args.data} (no ledger.db); pass --data DIR")
-    ledger = Ledger(path, cfg.store.ledger_busy_timeout_ms)
+    ledger = open_ledger(cfg.store, args.data, must_exist=True)
     try:
         table = JobTable(ledger)
         retried = [jid for target in (args.retry or []) for jid in table.retry(target)]

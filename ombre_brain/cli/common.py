@@ -16,7 +16,7 @@ def print_json(obj) -> None:
     print(json.dumps(obj, ensure_ascii=False, indent=2))
 
 
-def progress_bar(total: int, desc: str, unit: str = "row"):
+def progress_bar(total: int | None, desc: str, unit: str = "row"):
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=None, leave=False)

@@ -162,4 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", help="check Chroma, the lexical index and the ledger agree; repair")
     _common(p)
     p.set_defaults(func=store.cmd_doctor)
+
+    p = sub.add_parser("migrate-ledger", help="copy an embedded ledger (DIR/ledger.db) into an empty PostgreSQL "
+                       "database, for several gateway processes (docs/deploy.md)")
+    _common(p, data=False)
+    p.add_argument("--from", dest="source", required=True, metavar="DIR", help="the data directory to move")
+    p.add_argument("--to", required=True, metavar="URL", help="postgresql://user@host:5432/db (an empty database)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=store.cmd_migrate_ledger)
     return ap

@@ -1,4 +1,4 @@
-"""The data directory: `export`, `import`, `doctor`, `reindex`, `purge` and `verify-receipt`."""
+"""The data directory: `export`, `import`, `doctor`, `reindex`, `purge`, `verify-receipt` and `migrate-ledger`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ..forget import receipts
 from ..forget.keys import verification_secrets
 from ..forget.purge import answer
 from ..tools.doctor import describe_space, doctor
+from ..tools.migrate_ledger import migrate_ledger
 from ..tools.ombre_md import import_ombre_md, naive_zone
 from ..tools.portability import export_rows, import_jsonl, write_export
 from .common import open_brain, print_json, progress_bar
@@ -117,4 +118,30 @@ def cmd_verify_receipt(args) -> int:
         return 1
     p = receipt["payload"]
     print(f"ok: receipt {p.get('purge_id')} (space {p.get('space')}) verified with key {kid}")
+    return 0
+
+
+def cmd_migrate_ledger(args) -> int:
+    """`ombre-brain migrate-ledger --from DIR --to postgresql://…`: an embedded ledger into PostgreSQL."""
+    config = load_config(*(f for f in (args.config,) if f))
+    bar = progress_bar(None, "copy")
+    try:
+        report = migrate_ledger(args.source, args.to, config, progress=lambda _table, n: bar.update(n))
+    finally:
+        bar.close()
+    if args.json:
+        print_json(report)
+        return 0
+    rows = sum(report["tables"].values())
+    if report["status"] == "already_migrated":
+        print(f"already migrated: {report['to']} holds store {report['store_id']} with the same "
+              f"{len(report['tables'])} tables ({rows} rows); nothing was copied")
+    else:
+        print(f"copied {rows} rows in {len(report['tables'])} tables from {report['from']} into {report['to']}")
+        for table, n in sorted(report["tables"].items()):
+            if n:
+                print(f"  {table}: {n}")
+    print(f"vectors: {report['vectors']}")
+    print("next: set store.ledger.url (and forget.keys) in every process's config, start them, and run "
+          "`ombre-brain doctor` once with that config (docs/deploy.md)")
     return 0

@@ -96,6 +96,10 @@ class DreamRun:
                 "echo": self.echo.to_dict() if self.echo is not None else None}
 
 
+def ensure_tables(ledger) -> None:
+    ledger.ensure_schema("dream", SCHEMA)
+
+
 class DreamEngine:
     """Composes, surfaces and rings the dreams of every space in one Brain; safe under concurrent turns."""
 
@@ -107,7 +111,7 @@ class DreamEngine:
         self.write = write          # Brain.write: a dream is stored like any bucket
         self.plan = plan            # RecallPolicy.plan_query, for inspect()
         self.upstream = upstream    # the gateway's upstream client, made only when the LLM composer runs
-        self.ledger.ensure_schema("dream", SCHEMA)
+        ensure_tables(self.ledger)
         self._cue_cache: dict[tuple[str, str], tuple[tuple[str, ...], np.ndarray]] = {}
         self._lock = threading.Lock()
 
@@ -160,8 +164,10 @@ class DreamEngine:
             source_bucket_ids=ids, surfaced=False, surface_attempts=0, origin="derived", basis="inferred",
             memory_classification_source="default", created=now.isoformat())
         with self.ledger.tx() as c:
-            c.execute("INSERT OR REPLACE INTO dream_state(space, dream_id, state, attempts, composer, created) "
-                      "VALUES (?,?,'latent',0,?,?)", (space, dream_id, composer, now.isoformat()))
+            c.execute("INSERT INTO dream_state(space, dream_id, state, attempts, composer, created) "
+                      "VALUES (?,?,'latent',0,?,?) ON CONFLICT(space, dream_id) DO UPDATE SET state = 'latent', "
+                      "attempts = 0, composer = excluded.composer, created = excluded.created, claimed_at = NULL, "
+                      "session = NULL, ringed = 0", (space, dream_id, composer, now.isoformat()))
         msg = f"dreamed {dream_id} in {space} from {len(sources)} memories ({composer})"
         log.info("dream: %s", msg)
         return DreamRun(dream_id, "dreamed", msg, composer, tuple(material), echo)
@@ -312,8 +318,9 @@ class DreamEngine:
         """Give a dream written through the API its ledger row, from its own fields."""
         attempts = bucket.surface_attempts or 0
         st = "surfaced" if bucket.surfaced else "dropped" if attempts >= self.cfg.max_attempts else "latent"
-        c.execute("INSERT OR IGNORE INTO dream_state(space, dream_id, state, attempts, composer, created) "
-                  "VALUES (?,?,?,?,'external',?)", (space, bucket.id, st, attempts, bucket.created))
+        c.execute("INSERT INTO dream_state(space, dream_id, state, attempts, composer, created) "
+                  "VALUES (?,?,?,?,'external',?) ON CONFLICT DO NOTHING",
+                  (space, bucket.id, st, attempts, bucket.created))
 
     def _bucket_lock(self, space: str, dream_id: str):
         """The store's per-bucket lock, so a mirror never races an edit of the same dream."""

@@ -2,7 +2,7 @@
 
 Pure modules: ``model`` (evidence validation), ``timeline`` (what a record says when),
 ``plan`` (the write rules), ``select`` (conditions, budgets, rendering); I/O: ``store``
-and ``feed`` on the SQLite ledger.
+and ``feed`` on the ledger.
 """
 
 from __future__ import annotations

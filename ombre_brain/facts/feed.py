@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import secrets
-import sqlite3
+from typing import Any
 
 from ..errors import ValidationError
 
@@ -17,19 +17,19 @@ LIMIT_RANGE = (1, 1000)
 _CURSOR_RE = re.compile(r"^([0-9a-f]{1,32})\.([0-9]{1,18})\Z")
 
 
-def _position(conn: sqlite3.Connection, space: str) -> tuple[str, int]:
+def _position(conn: Any, space: str) -> tuple[str, int]:
     row = conn.execute("SELECT epoch, seq FROM facts_spaces WHERE space = ?", (space,)).fetchone()
     return (row["epoch"], row["seq"]) if row else ("0", 0)
 
 
-def current_cursor(conn: sqlite3.Connection, space: str) -> str:
+def current_cursor(conn: Any, space: str) -> str:
     epoch, seq = _position(conn, space)
     return f"{epoch}.{seq}"
 
 
-def emit(conn: sqlite3.Connection, space: str, record_id: str, revision: int, label: str, adoption: str,
+def emit(conn: Any, space: str, record_id: str, revision: int, label: str, adoption: str,
          subject: str, key: str, created: str) -> int:
-    conn.execute("INSERT OR IGNORE INTO facts_spaces(space, epoch, seq) VALUES (?, '0', 0)", (space,))
+    conn.execute("INSERT INTO facts_spaces(space, epoch, seq) VALUES (?, '0', 0) ON CONFLICT DO NOTHING", (space,))
     conn.execute("UPDATE facts_spaces SET seq = seq + 1 WHERE space = ?", (space,))
     seq = conn.execute("SELECT seq FROM facts_spaces WHERE space = ?", (space,)).fetchone()[0]
     conn.execute("INSERT INTO facts_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -37,13 +37,13 @@ def emit(conn: sqlite3.Connection, space: str, record_id: str, revision: int, la
     return seq
 
 
-def new_epoch(conn: sqlite3.Connection, space: str) -> None:
+def new_epoch(conn: Any, space: str) -> None:
     epoch = secrets.token_hex(8)
     conn.execute("INSERT INTO facts_spaces(space, epoch, seq) VALUES (?, ?, 0) "
                  "ON CONFLICT(space) DO UPDATE SET epoch = excluded.epoch", (space, epoch))
 
 
-def changes(conn: sqlite3.Connection, space: str, cursor: str | None, limit: int) -> dict:
+def changes(conn: Any, space: str, cursor: str | None, limit: int) -> dict:
     lo, hi = LIMIT_RANGE
     if isinstance(limit, bool) or not isinstance(limit, int) or not lo <= limit <= hi:
         raise ValidationError(f"expected {lo} to {hi}, got {limit!r}", field="limit")

@@ -6,7 +6,7 @@ but a forgotten revision's value, text and confidence are erased and no read ret
 
 from __future__ import annotations
 
-import sqlite3
+from typing import Any
 
 from . import feed
 
@@ -17,22 +17,23 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-def _suppress(conn: sqlite3.Connection, space: str, digests: list[str], stamp: str) -> None:
+def _suppress(conn: Any, space: str, digests: list[str], stamp: str) -> None:
     if not digests:
         return
-    conn.executemany("INSERT OR IGNORE INTO facts_suppressed VALUES (?, ?, ?)", [(space, d, stamp) for d in digests])
+    conn.executemany("INSERT INTO facts_suppressed VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                     [(space, d, stamp) for d in digests])
     conn.execute(f"DELETE FROM facts_receipts WHERE space = ? AND digest IN ({_marks(len(digests))})",
                  (space, *digests))
 
 
-def forget_sources(conn: sqlite3.Connection, space: str, digests: list[str], stamp: str) -> int:
+def forget_sources(conn: Any, space: str, digests: list[str], stamp: str) -> int:
     _suppress(conn, space, digests, stamp)
     rows = conn.execute(f"SELECT record_id, revision, ref, own FROM facts_support WHERE space = ? "
                         f"AND ref IN ({_marks(len(digests))})", (space, *digests)).fetchall()
     return _drop_support(conn, space, rows, stamp)
 
 
-def remove_bucket_support(conn: sqlite3.Connection, space: str, bucket_ids: list[str], stamp: str) -> int:
+def remove_bucket_support(conn: Any, space: str, bucket_ids: list[str], stamp: str) -> int:
     refs = [f"bucket:{b}" for b in bucket_ids]
     derived = sorted({r["ref"] for r in conn.execute(
         f"SELECT ref FROM facts_support WHERE space = ? AND via_bucket IN ({_marks(len(bucket_ids))})",
@@ -44,7 +45,7 @@ def remove_bucket_support(conn: sqlite3.Connection, space: str, bucket_ids: list
     return _drop_support(conn, space, rows, stamp)
 
 
-def forget_space(conn: sqlite3.Connection, space: str) -> int:
+def forget_space(conn: Any, space: str) -> int:
     n = conn.execute("SELECT COUNT(*) FROM facts_records WHERE space = ?", (space,)).fetchone()[0]
     for table in TABLES:
         conn.execute(f"DELETE FROM {table} WHERE space = ?", (space,))
@@ -52,7 +53,7 @@ def forget_space(conn: sqlite3.Connection, space: str) -> int:
     return n
 
 
-def _drop_support(conn: sqlite3.Connection, space: str, rows: list[sqlite3.Row], stamp: str) -> int:
+def _drop_support(conn: Any, space: str, rows: list, stamp: str) -> int:
     """Delete the given support rows; scrub text whose own source went; forget unsupported revisions."""
     touched: set[tuple[str, int]] = set()
     for row in rows:

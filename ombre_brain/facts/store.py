@@ -1,7 +1,7 @@
-"""FactsStore: the facts contract (DESIGN §9) on the SQLite ledger.
+"""FactsStore: the facts contract (DESIGN §9) on the ledger (SQLite or PostgreSQL).
 
 Rules live in the pure modules (``model``, ``plan``, ``timeline``, ``select``); this module
-only loads records, runs them and writes the outcome, one ``BEGIN IMMEDIATE`` transaction per
+only loads records, runs them and writes the outcome, one serial write transaction per
 batch. Rejections are raised, never half-written:
 
 * ``ValidationError`` (400): malformed body, or an edit whose times break a rule;
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
@@ -133,13 +132,17 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
+def ensure_tables(ledger: Ledger) -> None:
+    ledger.ensure_schema("facts", SCHEMA)
+
+
 class FactsStore:
     """Records with immutable revisions, per space, in the shared ledger."""
 
     def __init__(self, ledger: Ledger, config: Config) -> None:
         self.ledger = ledger
         self.config = config
-        ledger.ensure_schema("facts", SCHEMA)
+        ensure_tables(ledger)
         self._cues = [(alias, [_cue_pattern(c) for c in cues]) for alias, cues in config.facts.alias_cues.items()]
 
     # ------------------------------------------------------------ loading
@@ -148,7 +151,7 @@ class FactsStore:
         """One read transaction, so facts and cursor come from the same state."""
         return self.ledger.snapshot()
 
-    def _load(self, conn: sqlite3.Connection, space: str, where: str = "1=1",
+    def _load(self, conn: Any, space: str, where: str = "1=1",
               params: tuple = ()) -> dict[str, RecordState]:
         recs: dict[str, RecordState] = {}
         for row in conn.execute(f"SELECT * FROM facts_records WHERE space = ? AND ({where}) "
@@ -204,7 +207,7 @@ class FactsStore:
                          (ev.space, ev.digest, receipt_id, ev.payload_hash(), json.dumps(plan.results), created))
         return _result(receipt_id, plan.results)
 
-    def _write(self, conn: sqlite3.Connection, ev: Evidence, plan: Plan, records: dict[str, RecordState],
+    def _write(self, conn: Any, ev: Evidence, plan: Plan, records: dict[str, RecordState],
                receipt_id: str, created: str) -> None:
         for rec in plan.new_records:
             conn.execute("INSERT INTO facts_records VALUES (?, ?, ?, ?, ?, ?)",
@@ -220,11 +223,12 @@ class FactsStore:
                  r.valid_until.isoformat() if r.valid_until else None,
                  r.basis, r.confidence, r.role, r.text, ev.digest, receipt_id, created))
             support = [(ev.digest, bucket, 1)] + [(ref, None, 0) for ref in ev.source_refs]
-            conn.executemany("INSERT OR IGNORE INTO facts_support VALUES (?, ?, ?, ?, ?, ?)",
+            conn.executemany("INSERT INTO facts_support VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                              [(ev.space, w.record_id, r.revision, ref, via, own) for ref, via, own in support])
             if w.copy_support_from is not None:
-                conn.execute("INSERT OR IGNORE INTO facts_support SELECT space, record_id, ?, ref, via_bucket, 0 "
-                             "FROM facts_support WHERE space = ? AND record_id = ? AND revision = ?",
+                conn.execute("INSERT INTO facts_support SELECT space, record_id, ?, ref, via_bucket, 0 "
+                             "FROM facts_support WHERE space = ? AND record_id = ? AND revision = ? "
+                             "ON CONFLICT DO NOTHING",
                              (r.revision, ev.space, w.record_id, w.copy_support_from))
             feed.emit(conn, ev.space, w.record_id, r.revision, LABELS[r.op], r.adoption, ev.subject,
                       records[w.record_id].key, created)
@@ -299,17 +303,18 @@ class FactsStore:
                       fragment: str | None = None) -> str:
         return source_digest(space, producer, event_id, revision, fragment)
 
-    def _suppressed(self, conn: sqlite3.Connection, space: str, digest: str) -> bool:
+    def _suppressed(self, conn: Any, space: str, digest: str) -> bool:
         return conn.execute("SELECT 1 FROM facts_suppressed WHERE space = ? AND digest = ?",
                             (space, digest)).fetchone() is not None
 
     def is_suppressed(self, space: str, digest: str) -> bool:
-        return self._suppressed(self.ledger.read(), space, digest)
+        return self.ledger.one("SELECT 1 FROM facts_suppressed WHERE space = ? AND digest = ?",
+                               (space, digest)) is not None
 
     def suppress_source(self, space: str, digest: str) -> None:
         """Refuse this source identity from now on (``source_suppressed``)."""
         with self.ledger.tx() as conn:
-            conn.execute("INSERT OR IGNORE INTO facts_suppressed VALUES (?, ?, ?)",
+            conn.execute("INSERT INTO facts_suppressed VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                          (space, digest, now_utc().isoformat()))
 
     def forget_sources(self, space: str, digests: Iterable[str]) -> int:
@@ -392,7 +397,7 @@ class FactsStore:
                 written += 1
         return written
 
-    def _check_restorable(self, conn: sqlite3.Connection, space: str, fresh: list[Incoming]) -> None:
+    def _check_restorable(self, conn: Any, space: str, fresh: list[Incoming]) -> None:
         """Refuse forgotten sources, and a live record whose identity is already live here."""
         for inc in fresh:
             digests = sorted({ref for r in inc.record.revisions for ref in r.source_refs
@@ -416,7 +421,7 @@ class FactsStore:
                     f"{other!r} for {inc.record.subject}/{inc.record.key} in space {space!r}; nothing was restored",
                     code="duplicate_fact")
 
-    def _write_restored(self, conn: sqlite3.Connection, space: str, inc: Incoming, receipt_id: str,
+    def _write_restored(self, conn: Any, space: str, inc: Incoming, receipt_id: str,
                         stamp: str) -> None:
         rec = inc.record
         conn.execute("INSERT INTO facts_records VALUES (?, ?, ?, ?, ?, ?)",

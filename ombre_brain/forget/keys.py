@@ -2,9 +2,10 @@
 
 Configured keys (``forget.keys``: kid -> name of the environment variable holding its secret,
 ``forget.active_kid``) are for deployments where several processes must verify each other's
-receipts. With none configured, the embedded default makes a local key when the data directory
-is opened: ``forget.key`` in the data directory, readable by its owner only, named in each
-receipt by its kid (``local-`` and eight hex digits). Old kids stay verifiable after rotation.
+receipts, and required with a shared PostgreSQL ledger (:func:`require_shared_keys`). With none
+configured, the embedded default makes a local key when the data directory is opened:
+``forget.key`` in the data directory, readable by its owner only, named in each receipt by its
+kid (``local-`` and eight hex digits). Old kids stay verifiable after rotation.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ..errors import ConfigError
 LOCAL_KEY_FILE = "forget.key"
 LOCAL_PREFIX = "local-"
 
-__all__ = ["LOCAL_KEY_FILE", "ensure_local_key", "signing_key", "verification_secrets"]
+__all__ = ["LOCAL_KEY_FILE", "ensure_local_key", "require_shared_keys", "signing_key", "verification_secrets"]
 
 
 def _env_secret(keys: dict[str, str], kid: str) -> bytes:
@@ -78,6 +79,21 @@ def signing_key(config: Config, data_dir: Path | None) -> tuple[str, bytes]:
         raise ConfigError("no purge signing key: map a key id to an environment variable in forget.keys and "
                           "name it in forget.active_kid", key="forget.active_kid")
     return kid, _env_secret(dict(cfg.keys), kid)
+
+
+def require_shared_keys(config: Config) -> tuple[str, bytes]:
+    """The active configured key, where several processes share one ledger (PostgreSQL).
+
+    Every process must sign and verify receipts with the same keys, so a local per-directory
+    key will not do: without ``forget.keys`` (and the active key's secret in the environment)
+    such a process refuses to start, naming what to set.
+    """
+    if not config.forget.keys:
+        raise ConfigError("a shared ledger (store.ledger.url) needs purge signing keys that every process shares: "
+                          "map a key id to the environment variable holding its secret in forget.keys, name it in "
+                          "forget.active_kid and set that variable for every process (the local per-directory key "
+                          "is for the embedded default only)", key="forget.keys")
+    return signing_key(config, None)
 
 
 def verification_secrets(config: Config, kid: str, data_dir: Path | None = None) -> dict[str, bytes]:

@@ -23,8 +23,9 @@ of the space holds are collected (:meth:`BucketStore.purged_terms`); logged turn
 exchanges that contain one go too, so a query typed before the memory existed, or the message
 it was written from, does not outlive it.
 
-What stays on disk. Every ledger connection zeroes what it deletes (``secure_delete``) and the
-WAL is checkpointed after each purge. Chroma's copy of the vectors is compacted: the space's
+What stays on disk. Every SQLite ledger connection zeroes what it deletes (``secure_delete``)
+and the WAL is checkpointed after each purge; what a PostgreSQL ledger keeps until VACUUM is in
+docs/deploy.md. Chroma's copy of the vectors is compacted: the space's
 collection is rebuilt from its live vectors, orphaned segment directories are removed and
 ``chroma.sqlite3`` is vacuumed (``forget.compact_vectors``; embedded mode). What remains by
 design, and how to clear a Chroma server, is listed in docs/forgetting.md.
@@ -138,6 +139,10 @@ class Plan:
         return cls(d["bucket_ids"], d["dream_ids"], d.get("sources", []), d["digests"], d["counts"], d.get("kid", ""))
 
 
+def ensure_tables(ledger) -> None:
+    ledger.ensure_schema("forget", SCHEMA)
+
+
 class Forgetter:
     """Purges, receipts and source suppression for one data directory.
 
@@ -157,7 +162,7 @@ class Forgetter:
         self.participants = tuple(participants)
         self.caches = tuple(caches)
         self.data_dir = data_dir
-        self.ledger.ensure_schema("forget", SCHEMA)
+        ensure_tables(self.ledger)
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------ suppression
@@ -266,7 +271,8 @@ class Forgetter:
                    self.ledger.next_seq(c, "purges")))
         # readers stop seeing the buckets now; the steps below finish the job
         self.store.mark_deleting(c, space, None if "whole_space" in target else plan.bucket_ids)
-        c.executemany("INSERT OR IGNORE INTO suppressed_sources(space, digest, purge_id, at) VALUES (?,?,?,?)",
+        c.executemany("INSERT INTO suppressed_sources(space, digest, purge_id, at) VALUES (?,?,?,?) "
+                      "ON CONFLICT DO NOTHING",
                       [(space, d, purge_id, at) for d in plan.digests])
 
     def _finish(self, purge_id: str, *, secret_for: Mapping[str, bytes] | None = None,
@@ -317,7 +323,7 @@ class Forgetter:
         out["other"] += self._forget_exchanges(space, plan, whole)
         for obj in self.participants:
             out["other"] += int(obj.on_purge(space, list(plan.bucket_ids), list(plan.digests), whole) or 0)
-        store.drop_lexical(space)  # rebuilt from the ledger on next use, without the purged vocabulary
+        store.after_purge(space)  # every process's lexical index is rebuilt without the purged vocabulary
         for obj in self.caches:  # query embeddings and plans are keyed by query text, which may quote it
             obj.clear_cache()
         if self.config.forget.compact_vectors and (whole or plan.bucket_ids or out["late_buckets"]):
@@ -348,11 +354,12 @@ class Forgetter:
         return self.jobs.forget_exchanges(space, ids) if ids else 0
 
     def _scrub(self) -> None:
-        """Fold the WAL into the database file so deleted rows do not linger in it (best effort)."""
+        """Fold the ledger's log into its files so deleted rows do not linger there (best effort; see
+        docs/deploy.md for what a purge leaves in PostgreSQL until VACUUM)."""
         try:
-            self.ledger.read().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.ledger.scrub()
         except Exception as exc:  # a busy reader only delays the scrub to the next checkpoint
-            log.debug("wal checkpoint after purge: %s", exc)
+            log.debug("ledger scrub after purge: %s", exc)
 
     # ------------------------------------------------------------ recovery
 

@@ -1,6 +1,6 @@
 """Memory writing after an exchange: a durable job queue in the ledger and one worker thread.
 
-The proxy only enqueues (one INSERT OR IGNORE keyed by a hash of the exchange), so the live
+The proxy only enqueues (one insert keyed by a hash of the exchange, ignored when known), so the live
 chat never waits for or fails because of writing, and replaying an exchange is a no-op. The
 worker applies the write decision (DESIGN §7) with the rule classifier or an LLM extractor.
 Bucket ids derive from the job id, so a crash after writing but before marking the job done
@@ -220,29 +220,42 @@ class IngestQueue:
                 self._wake.wait(self.cfg.poll_s)
 
     def run_due(self, limit: int = 10) -> int:
-        """Run the jobs that are due now, one at a time; returns how many ran."""
+        """Run the jobs that are due now, one at a time; returns how many ran.
+
+        Workers in other processes run the same loop on the same table: each job is claimed once.
+        """
         ran = 0
-        for job_id in self.table.due(limit):
-            if self._stop.is_set():
-                break
-            if self.process(job_id) is not None:
-                ran += 1
+        while ran < limit and not self._stop.is_set():
+            with self.table.ledger.pinned():  # the claim's lock lives on this connection until the job is done
+                job = self.table.claim_next()
+                if job is None:
+                    break
+                self._run(job)
+            ran += 1
         return ran
 
     def process(self, job_id: str) -> str | None:
         """Claim and run one job; returns its new state (None if it was not due or taken)."""
-        job = self.table.claim(job_id)
-        if job is None:
-            return None
+        with self.table.ledger.pinned():
+            job = self.table.claim(job_id)
+            if job is None:
+                return None
+            return self._run(job)
+
+    def _run(self, job: dict) -> str:
+        job_id = job["id"]
         try:
-            result = self._execute(job)
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            state = self.table.fail(job_id, job["attempts"], error, self.cfg.max_attempts, self.cfg.backoff_s)
-            log.warning("ingest: job %s attempt %d failed (%s) -> %s", job_id[:12], job["attempts"], error, state)
-            return state
-        self.table.finish(job_id, result)
-        return "done"
+            try:
+                result = self._execute(job)
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                state = self.table.fail(job_id, job["attempts"], error, self.cfg.max_attempts, self.cfg.backoff_s)
+                log.warning("ingest: job %s attempt %d failed (%s) -> %s", job_id[:12], job["attempts"], error, state)
+                return state
+            self.table.finish(job_id, result)
+            return "done"
+        finally:
+            self.table.release(job_id)
 
     def _execute(self, job: dict) -> dict:
         p = job["payload"]

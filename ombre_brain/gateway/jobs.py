@@ -42,19 +42,23 @@ def _iso(t: float | None = None) -> str:
 
 
 
+def ensure_tables(ledger: Ledger) -> None:
+    ledger.ensure_schema("jobs", SCHEMA)
+
+
 class JobTable:
     """The `jobs` rows in the ledger; usable without a Brain (the `jobs` command)."""
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        ledger.ensure_schema("jobs", SCHEMA)
+        ensure_tables(ledger)
 
     def insert(self, job_id: str, space: str, session: str, payload: dict) -> bool:
-        """INSERT OR IGNORE: True when the job is new, False for a replayed exchange."""
+        """Insert unless the id is known: True when the job is new, False for a replayed exchange."""
         now = _iso()
         with self.ledger.tx() as c:
-            cur = c.execute("INSERT OR IGNORE INTO jobs(id, space, session, payload, state, attempts, next_at, "
-                            "created, updated) VALUES (?,?,?,?, 'pending', 0, ?, ?, ?)",
+            cur = c.execute("INSERT INTO jobs(id, space, session, payload, state, attempts, next_at, "
+                            "created, updated) VALUES (?,?,?,?, 'pending', 0, ?, ?, ?) ON CONFLICT DO NOTHING",
                             (job_id, space, session, json.dumps(payload, ensure_ascii=False), time.time(), now, now))
             return cur.rowcount == 1
 
@@ -67,6 +71,25 @@ class JobTable:
             "SELECT id FROM jobs WHERE state IN ('pending', 'failed') AND next_at <= ? ORDER BY next_at, created "
             "LIMIT ?", (time.time(), limit))]
 
+    def claim_next(self) -> dict | None:
+        """Claim the most overdue job, counting the attempt; None when nothing is due.
+
+        Every worker of every process may call this at once: the row is locked as it is chosen
+        (``FOR UPDATE SKIP LOCKED`` in PostgreSQL, the single writer in SQLite) and marked running
+        before the lock goes, so each job is claimed by one worker only. The claimer holds the
+        job's lock (:meth:`Ledger.hold`, inside ``ledger.pinned()``) until :meth:`release`, so
+        :meth:`recover` in another process can tell a running job from one whose worker died.
+        """
+        with self.ledger.tx(serial=False) as c:
+            row = c.execute("SELECT id FROM jobs WHERE state IN ('pending', 'failed') AND next_at <= ? ORDER BY "
+                            f"next_at, created LIMIT 1{self.ledger.dialect.skip_locked}", (time.time(),)).fetchone()
+            if row is None:
+                return None
+            self.ledger.hold("job", row["id"])
+            c.execute("UPDATE jobs SET state = 'running', attempts = attempts + 1, updated = ? WHERE id = ?",
+                      (_iso(), row["id"]))
+            return _row(c.execute("SELECT * FROM jobs WHERE id = ?", (row["id"],)).fetchone())
+
     def claim(self, job_id: str) -> dict | None:
         """Mark a due job running and count the attempt; None if another worker got it first."""
         with self.ledger.tx() as c:
@@ -74,14 +97,19 @@ class JobTable:
                             "WHERE id = ? AND state IN ('pending', 'failed')", (_iso(), job_id))
             if cur.rowcount != 1:
                 return None
+            self.ledger.hold("job", job_id)
             return _row(c.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
+
+    def release(self, job_id: str) -> None:
+        """The claimer is done with the job (finished, failed or interrupted)."""
+        self.ledger.release("job", job_id)
 
     def drop_finished_text(self) -> int:
         """Empty finished jobs that still hold chat text (written before finishing dropped it)."""
         with self.ledger.tx() as c:
             n = c.execute("UPDATE jobs SET payload = '{}' WHERE state = 'done' AND payload != '{}'").rowcount
         if n:  # fold the zeroed pages into the file now, not at some later checkpoint
-            self.ledger.read().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.ledger.scrub()
         return n
 
     def finish(self, job_id: str, result: dict) -> None:
@@ -102,11 +130,16 @@ class JobTable:
     def recover(self, max_attempts: int) -> int:
         """Jobs left running by a crashed process: retry them, or dead-letter those out of attempts."""
         note = "interrupted: the process stopped while this job was running"
+        running = [r["id"] for r in self.ledger.query("SELECT id FROM jobs WHERE state = 'running'")]
+        orphans = [j for j in running if not self.ledger.held("job", j)]  # a live worker elsewhere holds its own
+        n = 0
         with self.ledger.tx() as c:
-            n = c.execute("UPDATE jobs SET state = 'dead', last_error = ?, updated = ? "
-                          "WHERE state = 'running' AND attempts >= ?", (note, _iso(), max_attempts)).rowcount
-            n += c.execute("UPDATE jobs SET state = 'pending', next_at = ?, last_error = ?, updated = ? "
-                           "WHERE state = 'running'", (time.time(), note, _iso())).rowcount
+            for jid in orphans:
+                n += c.execute("UPDATE jobs SET state = 'dead', last_error = ?, updated = ? "
+                               "WHERE id = ? AND state = 'running' AND attempts >= ?",
+                               (note, _iso(), jid, max_attempts)).rowcount
+                n += c.execute("UPDATE jobs SET state = 'pending', next_at = ?, last_error = ?, updated = ? "
+                               "WHERE id = ? AND state = 'running'", (time.time(), note, _iso(), jid)).rowcount
         return n
 
     def retry(self, target: str) -> list[str]:

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 
 from ..recall_types import SessionState
-from ..store.ledger import Ledger
+from ..store.ledger import IDENTITY, Ledger
 from ..timeutil import parse_iso
 
-SCHEMA = """
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS sessions (
     space TEXT NOT NULL,
     session TEXT NOT NULL,
@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS space_state (
     last_seen TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS turn_log (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq {IDENTITY},
     space TEXT NOT NULL,
     session TEXT NOT NULL,
     at TEXT NOT NULL,
@@ -64,19 +64,24 @@ def _chunks(items: list, n: int) -> Iterator[list]:
         yield items[i:i + n]
 
 
+def ensure_tables(ledger: Ledger) -> None:
+    ledger.ensure_schema("sessions", SCHEMA)
+
+
 class SessionStore:
     def __init__(self, ledger: Ledger, *, log_size: int = 50, expiry_days: float = 30) -> None:
         self.ledger = ledger
         self.log_size = log_size
         self.expiry_days = expiry_days
-        ledger.ensure_schema("sessions", SCHEMA)
+        ensure_tables(ledger)
 
     def load(self, space: str, session: str, now: datetime, *, dry_run: bool = False) -> SessionState:
-        row = self.ledger.one("SELECT round, recent_fired_at FROM sessions WHERE space = ? AND session = ?",
-                              (space, session))
-        seen = self.ledger.one("SELECT last_seen FROM space_state WHERE space = ?", (space,))
-        injected = {r["bucket_id"]: (r["round"], r["at"]) for r in self.ledger.query(
-            "SELECT bucket_id, round, at FROM injections WHERE space = ? AND session = ?", (space, session))}
+        rows, seen, inj = self.ledger.query_many([
+            ("SELECT round, recent_fired_at FROM sessions WHERE space = ? AND session = ?", (space, session)),
+            ("SELECT last_seen FROM space_state WHERE space = ?", (space,)),
+            ("SELECT bucket_id, round, at FROM injections WHERE space = ? AND session = ?", (space, session))])
+        row, seen = (rows[0] if rows else None), (seen[0] if seen else None)
+        injected = {r["bucket_id"]: (r["round"], r["at"]) for r in inj}
         return SessionState(
             space=space, session=session, now=now, round=(row["round"] if row else 0) + 1, injected=injected,
             last_seen=_dt(seen["last_seen"]) if seen else None,
@@ -85,9 +90,13 @@ class SessionStore:
 
     def record(self, state: SessionState, injected: Iterable[tuple[str, str]], *, recent_fired: bool,
                turn: dict, mentioned: Iterable[str]) -> None:
-        """Advance the round, remember what was injected, and log the turn, atomically."""
+        """Advance the round, remember what was injected, and log the turn, atomically.
+
+        The caller holds the session's turn lock (``Brain.turn``), so the session's rows need no more;
+        it is bookkeeping, so a database crash may lose the last fraction of a second of it (durable=False).
+        """
         now = state.now.isoformat()
-        with self.ledger.tx() as c:
+        with self.ledger.tx(serial=False, durable=False, batch=True) as c:
             c.execute(
                 "INSERT INTO sessions(space, session, round, last_seen, recent_fired_at) VALUES (?,?,?,?,?) "
                 "ON CONFLICT(space, session) DO UPDATE SET round = excluded.round, last_seen = excluded.last_seen, "
@@ -99,7 +108,8 @@ class SessionStore:
                 "section = excluded.section",
                 [(state.space, state.session, bid, state.round, now, section) for bid, section in injected])
             c.execute("INSERT INTO space_state(space, last_seen) VALUES (?, ?) ON CONFLICT(space) DO UPDATE SET "
-                      "last_seen = MAX(space_state.last_seen, excluded.last_seen)", (state.space, now))
+                      "last_seen = CASE WHEN space_state.last_seen > excluded.last_seen THEN space_state.last_seen "
+                      "ELSE excluded.last_seen END", (state.space, now))
             c.execute("INSERT INTO turn_log(space, session, at, bucket_ids, turn) VALUES (?,?,?,?,?)",
                       (state.space, state.session, now, " ".join(sorted(set(mentioned))),
                        json.dumps(turn, ensure_ascii=False)))

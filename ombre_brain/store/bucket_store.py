@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -28,24 +26,18 @@ from ..config import Config
 from ..errors import EmbeddingError, NotFoundError, ValidationError
 from ..memory_layers import storage_roles
 from ..retrieval.second_opinion import encode_blob
+from . import changes
 from .chroma import ChromaBackend, collection_name
 from .consistency import ConsistencyMixin
 from .edges import EdgesMixin
 from .forgetting import ForgettingMixin
-from .ledger import Ledger
+from .ledger import open_ledger
 from .reads import ReadsMixin
+from .schema import ensure_store_schema, space_names, store_id
 
 log = logging.getLogger("ombre_brain")
 
 BUCKET_LOCK_STRIPES = 64
-STORE_META_SCHEMA = "CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-INDEX_SCHEMA = ("CREATE INDEX IF NOT EXISTS buckets_active ON buckets(space, last_active);"  # list(since=...)
-                "DROP INDEX IF EXISTS buckets_type;"  # list(type=...): newest of a type from the index, no sort
-                "CREATE INDEX IF NOT EXISTS buckets_type2 ON buckets(space, type, created);")
-# list(role=...): the few buckets that may stand in a side section, found without decoding the space.
-# Roles sit in the index so a role absent from the space costs an index walk, not a row fetch per bucket.
-ROLES_INDEX = ("DROP INDEX IF EXISTS buckets_roles; "
-               "CREATE INDEX IF NOT EXISTS buckets_roles2 ON buckets(space, roles, created) WHERE roles != '';")
 CHROMA_BATCH = 4000  # moments per Chroma upsert in write_many
 
 
@@ -75,11 +67,8 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
     def __init__(self, data_dir: Path, config: Config, embedder_factory, tokenizer, second_factory=None) -> None:
         self.data_dir = Path(data_dir)
         self.config = config
-        self.ledger = Ledger(self.data_dir / "ledger.db", config.store.ledger_busy_timeout_ms)
-        self.ledger.ensure_schema("store_meta", STORE_META_SCHEMA)
-        self.ledger.ensure_schema("bucket_store_indexes", INDEX_SCHEMA)
-        self._ensure_roles()
-        self._ensure_second_column()
+        self.ledger = open_ledger(config.store, self.data_dir)
+        ensure_store_schema(self.ledger)
         namespace = self.store_id() if config.store.chroma.mode == "http" else ""
         self.chroma = ChromaBackend(config.store.chroma, self.data_dir / "chroma", namespace=namespace)
         self._embedder_factory = embedder_factory
@@ -88,7 +77,9 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         self._second: object | None = None
         self._second_loaded = False
         self._tokenize = tokenizer
-        self._lexical: dict[str, object] = {}
+        self._lexical: dict[str, changes.Followed] = {}
+        self._scope = threading.local()  # the turn this thread is running (reads.turn_scope)
+        self.reset_listeners: list[Callable[[str], None]] = []  # told when another process purged in a space
         self._lock = threading.RLock()
         self._checked_spaces: set[str] = set()
         self._bucket_locks = [threading.RLock() for _ in range(BUCKET_LOCK_STRIPES)]
@@ -97,41 +88,22 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
 
     @contextmanager
     def bucket_lock(self, space: str, bucket_ids: Iterable[str]) -> Iterator[None]:
-        """Serialise changes to the same buckets within this process (striped, reentrant, deadlock-free).
+        """Serialise changes to the same buckets (striped, reentrant, deadlock-free), across processes too
+        where they share the ledger (its advisory locks, taken in one order).
 
         Two updates of one bucket, or an update racing a delete, would otherwise interleave their
         ledger and Chroma steps: the loser gets a false 404, or Chroma keeps moments of a deleted bucket.
         """
-        stripes = sorted({hash((space, b)) % BUCKET_LOCK_STRIPES for b in bucket_ids})
+        ids = sorted(set(bucket_ids))
+        stripes = sorted({hash((space, b)) % BUCKET_LOCK_STRIPES for b in ids})
         for i in stripes:
             self._bucket_locks[i].acquire()
         try:
-            yield
+            with self.ledger.locks([("bucket", space, b) for b in ids]):
+                yield
         finally:
             for i in reversed(stripes):
                 self._bucket_locks[i].release()
-
-    def _ensure_roles(self) -> None:
-        """Add and fill the ``roles`` column in a ledger made before it existed (once, under the write lock)."""
-        if "roles" not in {r["name"] for r in self.ledger.query("PRAGMA table_info(buckets)")}:
-            with self.ledger.tx() as c:
-                if "roles" not in {r["name"] for r in c.execute("PRAGMA table_info(buckets)")}:
-                    c.execute("ALTER TABLE buckets ADD COLUMN roles TEXT NOT NULL DEFAULT ''")
-                    for r in c.execute("SELECT space, id, data FROM buckets").fetchall():
-                        roles = storage_roles(bucket_from_stored(json.loads(r["data"])))
-                        if roles:
-                            c.execute("UPDATE buckets SET roles = ? WHERE space = ? AND id = ?",
-                                      (roles, r["space"], r["id"]))
-        self.ledger.ensure_schema("bucket_store_roles", ROLES_INDEX)
-
-    def _ensure_second_column(self) -> None:
-        """Moments keep their second-opinion vector (retrieval/second_opinion.py) beside their text; older ledgers
-        gain the column empty (admission encodes a missing one when it needs it)."""
-        cols = {r["name"] for r in self.ledger.query("PRAGMA table_info(moments)")}
-        if "second" not in cols:
-            with self.ledger.tx() as c:
-                if "second" not in {r["name"] for r in c.execute("PRAGMA table_info(moments)")}:
-                    c.execute("ALTER TABLE moments ADD COLUMN second BLOB")
 
     @property
     def second(self):
@@ -148,10 +120,8 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         return [encode_blob(v) for v in enc.passages(texts)]
 
     def store_id(self) -> str:
-        """This data directory's random id, made once; it namespaces collections on a shared Chroma server."""
-        with self.ledger.tx() as c:
-            c.execute("INSERT OR IGNORE INTO store_meta(key, value) VALUES ('store_id', ?)", (uuid.uuid4().hex,))
-            return c.execute("SELECT value FROM store_meta WHERE key = 'store_id'").fetchone()["value"]
+        """This installation's random id, made once; it namespaces collections on a shared Chroma server."""
+        return store_id(self.ledger)
 
     @property
     def embedder(self):
@@ -168,8 +138,11 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         return self._tokenize(text)
 
     def ensure_space(self, space: str, create: bool = True) -> bool:
-        """Record which model a space is embedded with; refuse to mix models in one space."""
-        if space in self._checked_spaces:
+        """Record which model a space is embedded with; refuse to mix models in one space.
+
+        A write to a shared ledger checks every time: another process may have dropped the space since.
+        """
+        if space in self._checked_spaces and not (create and self.ledger.shared):
             return True
         row = self.ledger.one("SELECT model_id, dimension FROM spaces WHERE space = ?", (space,))
         emb = self.embedder
@@ -177,9 +150,9 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
             if not create:
                 return False
             with self.ledger.tx() as c:
-                c.execute("INSERT OR IGNORE INTO spaces(space, collection, model_id, dimension, created) "
-                          "VALUES (?,?,?,?,?)", (space, collection_name(space, self.chroma.namespace), emb.model_id,
-                                                 emb.dimension, datetime.now(timezone.utc).isoformat()))
+                c.execute("INSERT INTO spaces(space, collection, model_id, dimension, created) VALUES (?,?,?,?,?) "
+                          "ON CONFLICT DO NOTHING", (space, collection_name(space, self.chroma.namespace), emb.model_id,
+                                                     emb.dimension, datetime.now(timezone.utc).isoformat()))
         elif row["model_id"] != emb.model_id:
             raise EmbeddingError(
                 f"space {space!r} was embedded with {row['model_id']} but the configured embedder is "
@@ -188,11 +161,8 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         self._checked_spaces.add(space)
         return True
 
-    def known_space(self, space: str) -> bool:
-        return self.ledger.one("SELECT 1 FROM spaces WHERE space = ?", (space,)) is not None
-
     def spaces(self) -> list[str]:
-        return [r["space"] for r in self.ledger.query("SELECT space FROM spaces ORDER BY space")]
+        return space_names(self.ledger)
 
     # ------------------------------------------------------------ writes
 
@@ -221,10 +191,6 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
             self._insert_rows(c, bucket, moments, tokens, chash)
         self._chroma_put(bucket, moments, vectors)
         self._commit(bucket.space, bucket.id)
-        with self._lock:
-            idx = self._lexical.get(bucket.space)
-            if idx is not None:
-                idx.add([(m.id, t) for m, (t, _) in zip(moments, tokens, strict=True)])
         return bucket.id, True
 
     def write_many(self, buckets: Sequence[Bucket], *, dedupe: bool = True, batch_size: int = 256,
@@ -298,7 +264,7 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
             with self.ledger.tx() as c:
                 for (b, ms, toks, _), (_, h) in zip(rows, batch, strict=True):
                     self._insert_rows(c, b, ms, toks, h)
-        except sqlite3.IntegrityError:  # a concurrent writer took an id since the up-front check
+        except self.ledger.IntegrityError:  # a concurrent writer took an id since the up-front check
             raise ValidationError("a bucket id in the batch already exists (written concurrently)", field="id",
                                   code="duplicate_id") from None
         for space, idx in _by_space([r[0] for r in rows]).items():
@@ -319,11 +285,7 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
                     chunk = bids[i:i + 900]
                     c.execute(f"UPDATE buckets SET state = 'committed' WHERE space = ? AND state = 'pending' AND id IN "
                               f"({','.join('?' * len(chunk))})", (space, *chunk))
-        with self._lock:
-            for b, ms, toks, _ in rows:
-                idx = self._lexical.get(b.space)
-                if idx is not None:
-                    idx.add([(m.id, t) for m, (t, _) in zip(ms, toks, strict=True)])
+                changes.record(c, space, "write", bids)
 
     def _insert_rows(self, c, bucket: Bucket, moments, tokens, chash: str, state: str = "pending") -> None:
         c.execute(
@@ -347,9 +309,9 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
 
     def _commit(self, space: str, bucket_id: str) -> None:
         with self.ledger.tx() as c:
-            c.execute("UPDATE buckets SET state = 'committed' WHERE space = ? AND id = ? AND state IN ('pending', "
-                      "'updating')",
-                      (space, bucket_id))
+            if c.execute("UPDATE buckets SET state = 'committed' WHERE space = ? AND id = ? AND state IN ('pending', "
+                         "'updating')", (space, bucket_id)).rowcount:
+                changes.record(c, space, "write", [bucket_id])
 
     def update(self, bucket: Bucket) -> None:
         """Replace a bucket's fields; its moments are rebuilt and re-embedded."""
@@ -372,11 +334,6 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         self.chroma.delete(bucket.space, stale)
         self._chroma_put(bucket, moments, vectors)
         self._commit(bucket.space, bucket.id)
-        with self._lock:
-            idx = self._lexical.get(bucket.space)
-            if idx is not None:
-                idx.remove(old_ids)
-                idx.add([(m.id, t) for m, (t, _) in zip(moments, tokens, strict=True)])
 
     def delete(self, space: str, bucket_ids: Iterable[str]) -> list[str]:
         """Delete buckets, their moments and edges; returns the ids that existed."""
@@ -392,6 +349,8 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
             found = [r["id"] for r in c.execute(
                 f"SELECT id FROM buckets WHERE space = ? AND id IN ({marks})", (space, *ids))]
             c.execute(f"UPDATE buckets SET state = 'deleting' WHERE space = ? AND id IN ({marks})", (space, *ids))
+            if found:
+                changes.record(c, space, "delete", found)
         if not found:
             return []
         self._finish_delete(space, found)
@@ -411,10 +370,7 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
             c.execute(f"DELETE FROM edges WHERE space = ? AND (from_id IN ({marks}) OR to_id IN ({marks}))",
                       (space, *ids, *ids))
             c.execute(f"DELETE FROM buckets WHERE space = ? AND id IN ({marks})", (space, *ids))
-        with self._lock:
-            idx = self._lexical.get(space)
-            if idx is not None:
-                idx.remove(moment_ids)
+            changes.record(c, space, "delete", ids)
 
     def drop_space(self, space: str) -> dict:
         """Remove every bucket, moment and edge of a space, and its Chroma collection."""
@@ -429,6 +385,7 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         with self.ledger.tx() as c:
             for table in ("moments", "edges", "buckets", "spaces"):
                 c.execute(f"DELETE FROM {table} WHERE space = ?", (space,))
+            changes.record(c, space, "reset")
         with self._lock:
             self._lexical.pop(space, None)
         self._checked_spaces.discard(space)

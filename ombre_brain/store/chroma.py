@@ -18,15 +18,15 @@ says what remains and how to clear it on a Chroma server.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import re
-import json
 import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -149,14 +149,18 @@ class ChromaBackend:
         return col
 
     def _open(self, space: str):
-        """The space's collection; finishes a rebuild a crash cut short between its drop and rename."""
+        """The space's collection; finishes a rebuild a crash cut short between its drop and rename.
+
+        On a server other processes may be rebuilding this space right now, so there a copy beside an
+        intact original is left to its maker (the next rebuild removes one a crash left behind).
+        """
         name = collection_name(space, self.namespace)
         col = _get(self.client, name)
         leftover = _get(self.client, name + REBUILD_SUFFIX)
         if col is None and leftover is not None:  # the old one was dropped: the copy is whole
-            leftover.modify(name=name)
+            _rename(self.client, leftover, name)
             col = _get(self.client, name)
-        elif leftover is not None:  # a copy that never finished; the original is intact
+        elif leftover is not None and self.mode == "embedded":  # a copy that never finished; the original is intact
             self.client.delete_collection(name + REBUILD_SUFFIX)
         if col is None:
             col = self.client.get_or_create_collection(name, embedding_function=None, configuration=COSINE,
@@ -166,50 +170,57 @@ class ChromaBackend:
 
     # ------------------------------------------------------------ reads and writes
 
+    def _do(self, space: str, fn: Callable[[Any], Any]) -> Any:
+        """``fn(collection)`` for the space; once more on a freshly opened handle when the cached one is
+        gone (another process sharing the server rebuilt or dropped the collection since)."""
+        with self._use(space):
+            try:
+                return fn(self.collection(space))
+            except Exception as exc:  # chromadb's NotFoundError: the handle names a collection that is gone
+                if type(exc).__name__ != "NotFoundError":
+                    raise
+                self._collections.pop(space, None)
+                return fn(self.collection(space))
+
     def upsert(self, space: str, ids: Sequence[str], embeddings: np.ndarray, metadatas: Sequence[dict],
                documents: Sequence[str] | None = None) -> None:
         if not ids:
             return
-        with self._use(space):
-            self.collection(space).upsert(ids=list(ids), embeddings=np.asarray(embeddings, dtype=np.float32),
-                                          metadatas=list(metadatas),
-                                          documents=list(documents) if documents is not None else None)
+        vecs = np.asarray(embeddings, dtype=np.float32)
+        docs = list(documents) if documents is not None else None
+        self._do(space, lambda col: col.upsert(ids=list(ids), embeddings=vecs, metadatas=list(metadatas),
+                                               documents=docs))
 
     def delete(self, space: str, ids: Sequence[str]) -> None:
         if ids:
-            with self._use(space):
-                self.collection(space).delete(ids=list(ids))
+            self._do(space, lambda col: col.delete(ids=list(ids)))
 
     def ids_for_bucket(self, space: str, bucket_id: str) -> list[str]:
-        with self._use(space):
-            return self.collection(space).get(where={"bucket_id": bucket_id}, include=[])["ids"]
+        return self._do(space, lambda col: col.get(where={"bucket_id": bucket_id}, include=[])["ids"])
 
     def all_ids(self, space: str) -> list[str]:
-        out: list[str] = []
-        offset = 0
-        with self._use(space):
-            col = self.collection(space)
+        def every(col) -> list[str]:
+            out: list[str] = []
             while True:
-                got = col.get(include=[], limit=5000, offset=offset)["ids"]
+                got = col.get(include=[], limit=5000, offset=len(out))["ids"]
                 out.extend(got)
                 if len(got) < 5000:
                     return out
-                offset += len(got)
+
+        return self._do(space, every)
 
     def get_text_hashes(self, space: str, ids: Sequence[str]) -> dict[str, str | None]:
         """The moment-text hash each id was embedded from (Chroma holds hashes, never memory text)."""
         if not ids:
             return {}
-        with self._use(space):
-            got = self.collection(space).get(ids=list(ids), include=["metadatas"])
+        got = self._do(space, lambda col: col.get(ids=list(ids), include=["metadatas"]))
         return {i: (m or {}).get("text_hash") for i, m in zip(got["ids"], got["metadatas"] or [], strict=False)}
 
     def get_vectors(self, space: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored vectors of these moment ids, by id (ids Chroma does not hold are left out)."""
         if not ids:
             return {}
-        with self._use(space):
-            got = self.collection(space).get(ids=list(ids), include=["embeddings"])
+        got = self._do(space, lambda col: col.get(ids=list(ids), include=["embeddings"]))
         emb = got.get("embeddings")
         if emb is None:
             return {}
@@ -218,8 +229,7 @@ class ChromaBackend:
     def get_documents(self, space: str, ids: Sequence[str]) -> dict[str, str]:
         if not ids:
             return {}
-        with self._use(space):
-            got = self.collection(space).get(ids=list(ids), include=["documents"])
+        got = self._do(space, lambda col: col.get(ids=list(ids), include=["documents"]))
         return dict(zip(got["ids"], got["documents"] or [], strict=False))
 
     def query(self, space: str, vector: np.ndarray, k: int) -> dict[str, float]:
@@ -228,15 +238,12 @@ class ChromaBackend:
         No ``count()`` first: Chroma 1.x answers an empty or smaller collection with fewer ids,
         and the count cost a second round trip (4 ms at 10k moments) on every turn.
         """
-        with self._use(space):
-            res = self.collection(space).query(
-                query_embeddings=np.asarray(vector, dtype=np.float32).reshape(1, -1), n_results=k,
-                include=["distances"])
+        q = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        res = self._do(space, lambda col: col.query(query_embeddings=q, n_results=k, include=["distances"]))
         return {i: 1.0 - float(d) for i, d in zip(res["ids"][0], res["distances"][0], strict=False)}
 
     def count(self, space: str) -> int:
-        with self._use(space):
-            return self.collection(space).count()
+        return self._do(space, lambda col: col.count())
 
     def drop_space(self, space: str) -> None:
         name = collection_name(space, self.namespace)
@@ -285,9 +292,22 @@ class ChromaBackend:
                 offset += len(got["ids"])
             self._collections.pop(space, None)
             self.client.delete_collection(name)
-            fresh.modify(name=name)
+            _rename(self.client, fresh, name)
             self._collections[space] = _get(self.client, name)
             return copied
+
+    def copy_space_to(self, other: ChromaBackend, space: str) -> int:
+        """Copy a space's vectors and metadata into another Chroma (a move to a server); returns how many."""
+        copied, offset = 0, 0
+        with self._use(space):
+            col = self.collection(space)
+            while True:
+                got = col.get(include=["embeddings", "metadatas"], limit=COPY_BATCH, offset=offset)
+                if not got["ids"]:
+                    return copied
+                other.upsert(space, got["ids"], np.asarray(got["embeddings"], dtype=np.float32), got["metadatas"])
+                copied += len(got["ids"])
+                offset += len(got["ids"])
 
     def compact_files(self) -> dict:
         """Embedded only: remove segment directories no collection owns, then VACUUM chroma.sqlite3.
@@ -316,6 +336,15 @@ class ChromaBackend:
                 close()
             except Exception:  # closing twice, or a server already gone: nothing left to release
                 pass
+
+
+def _rename(client, col, name: str) -> None:
+    """Give a finished copy its space's name; another process sharing the server may have done it first."""
+    try:
+        col.modify(name=name)
+    except Exception:  # the name is taken: by this very copy, renamed by another process, or it is an error
+        if _get(client, name) is None:
+            raise
 
 
 def _get(client, name: str):
@@ -358,7 +387,7 @@ def _sqlite_child(db: Path) -> tuple[set[str] | None, bool]:
                               timeout=600, check=True)
         out = json.loads(done.stdout)
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
-        log.warning("chroma compaction did not run (%s); freed pages of %s keep their bytes until the next one", exc, db)
+        log.warning("chroma compaction did not run (%s); freed pages of %s keep their bytes for now", exc, db)
         return None, False
     if not out["vacuumed"]:
         log.warning("chroma VACUUM did not run (%s); freed pages of %s keep their bytes until the next compaction",

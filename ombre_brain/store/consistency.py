@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 
 from ..buckets import Bucket, bucket_from_stored, build_moments, moment_text_hash
+from . import changes
 
 ISSUES = ("unfinished", "missing_in_chroma", "orphans_in_chroma", "stale_in_chroma", "buckets_without_moments",
           "orphan_moment_rows", "dangling_edges", "missing_in_lexical", "extra_in_lexical")
@@ -119,6 +120,7 @@ class ConsistencyMixin:
                     c.execute("DELETE FROM moments WHERE space = ? AND bucket_id = ?", (space, b.id))
                     self._insert_moments(c, b, ms, list(zip([self.tokens(m.text) for m in ms],
                                                             self._seconds([m.text for m in ms]), strict=True)))
+                changes.record(c, space, "update", list(rebuilt))
             self._reembed(list(rebuilt.values()))
             done.append(f"rebuilt the moments of {len(rebuilt)} buckets that had none")
         redo = {_bucket_of(m) for m in found["missing_in_chroma"] + found["stale_in_chroma"]}

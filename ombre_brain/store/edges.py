@@ -44,8 +44,10 @@ class EdgesMixin:
             # Two index searches joined by UNION; `from_id IN … OR to_id IN …` scans every edge of the
             # space (3 ms a call at 20k edges, and diffusion calls it once per hop).
             cols = "SELECT from_id, to_id, relation, confidence FROM edges"
+            by_to = self.ledger.dialect.indexed_by("edges", "edges_to")
+            cols_to = f"SELECT from_id, to_id, relation, confidence FROM {by_to}"
             rows = self.ledger.query(
                 f"{cols} WHERE space = ? AND from_id IN ({marks}) UNION "
-                f"{cols} INDEXED BY edges_to WHERE space = ? AND to_id IN ({marks}) ORDER BY from_id, to_id, relation",
+                f"{cols_to} WHERE space = ? AND to_id IN ({marks}) ORDER BY from_id, to_id, relation",
                 (space, *ids, space, *ids))
         return [Edge(r["from_id"], r["to_id"], r["relation"], r["confidence"]) for r in rows]

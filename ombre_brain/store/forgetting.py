@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
+from ..buckets import bucket_from_stored
 from ..text import CJK_RE
+from . import changes
 
 CHUNK = 400
 
@@ -70,6 +72,7 @@ class ForgettingMixin:
 
     def mark_deleting(self, conn, space: str, bucket_ids: Sequence[str] | None) -> None:
         """Readers stop seeing these buckets (all of the space when ``bucket_ids`` is None) from now on."""
+        changes.record(conn, space, "reset")  # every process rebuilds its lexical index without them
         if bucket_ids is None:
             conn.execute("UPDATE buckets SET state = 'deleting' WHERE space = ?", (space,))
             return
@@ -77,6 +80,13 @@ class ForgettingMixin:
             marks = ",".join("?" * len(chunk))
             conn.execute(f"UPDATE buckets SET state = 'deleting' WHERE space = ? AND id IN ({marks})",
                          (space, *chunk))
+
+    def after_purge(self, space: str) -> None:
+        """The purge's removal steps are done: one more reset takes the purged ids out of the change
+        sequence, and this process's lexical index is rebuilt on next use, without the purged vocabulary."""
+        with self.ledger.tx() as c:
+            changes.record(c, space, "reset")
+        self.drop_lexical(space)
 
     def purged_terms(self, space: str, bucket_ids: Sequence[str]) -> list[str]:
         """The words of these buckets that no other memory of the space holds (call before deleting them).
@@ -112,8 +122,25 @@ class ForgettingMixin:
         out = {"rebuilt": 0}
         if not dropped and self.known_space(space):
             out["rebuilt"] = self.chroma.rebuild(space)
+            if self.ledger.shared:
+                out["readded"] = self._readd_missing(space)
         out.update(self.chroma.compact_files())
         return out
+
+    def _readd_missing(self, space: str) -> int:
+        """After a rebuild on a shared server: put back what another process wrote into the old collection
+        while it was being copied (its ledger rows came first, so they name every such moment)."""
+        have = set(self.chroma.all_ids(space))
+        rows = self.ledger.query("SELECT m.bucket_id, m.id FROM moments m JOIN buckets b ON b.space = m.space AND "
+                                 "b.id = m.bucket_id WHERE m.space = ? AND b.state != 'deleting'", (space,))
+        missing = sorted({r[0] for r in rows if r[1] not in have})
+        buckets = []
+        for chunk in _chunks(missing):
+            marks = ",".join("?" * len(chunk))
+            buckets += [bucket_from_stored(json.loads(r[0])) for r in self.ledger.query(
+                f"SELECT data FROM buckets WHERE space = ? AND state != 'deleting' AND id IN ({marks})",
+                (space, *chunk))]
+        return self._reembed(buckets) if buckets else 0
 
 
 def _distinctive(term: str) -> bool:

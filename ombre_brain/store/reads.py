@@ -14,8 +14,9 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..buckets import Bucket, Moment, bucket_from_stored
-from ..retrieval.lexical import LexicalIndex
 from ..retrieval.second_opinion import decode_blob
+from . import changes
+from .ledger import joined
 
 # What readers see: committed buckets, and buckets being updated (their new version, already in the
 # ledger), so a bucket never reads as missing while someone edits it.
@@ -23,16 +24,55 @@ VISIBLE = "state IN ('committed', 'updating')"
 
 
 class ReadsMixin:
+    @contextmanager
+    def turn_scope(self, space: str) -> Iterator[None]:
+        """One turn of this thread: the space's change number and existence are read once, in one
+        statement (each a round trip to a shared ledger), and the lexical index catches up to that."""
+        row = self.ledger.one("SELECT (SELECT seq FROM change_heads WHERE space = ?), "
+                              "(SELECT 1 FROM spaces WHERE space = ?)", (space, space))
+        scope = self._scope
+        saved = getattr(scope, "turn", None)
+        scope.turn = {"space": space, "head": int(row[0] or 0), "known": row[1] is not None, "synced": False}
+        try:
+            yield
+        finally:
+            scope.turn = saved
+
+    def _turn(self, space: str) -> dict | None:
+        turn = getattr(self._scope, "turn", None)
+        return turn if turn is not None and turn["space"] == space else None
+
+    def known_space(self, space: str) -> bool:
+        turn = self._turn(space)
+        if turn is not None:
+            return turn["known"]
+        return self.ledger.one("SELECT 1 FROM spaces WHERE space = ?", (space,)) is not None
+
     def lexical(self, space: str):
+        """The space's BM25 index, caught up with the ledger's change sequence first (changes.py)."""
+        turn = self._turn(space)
+        if turn is not None and turn["synced"]:
+            with self._lock:
+                f = self._lexical.get(space)
+            if f is not None:
+                return f.index
+        now = turn["head"] if turn is not None else changes.head(self.ledger, space)
+        if turn is not None:
+            turn["synced"] = True
         with self._lock:
-            idx = self._lexical.get(space)
-            if idx is None:
-                rows = self.ledger.query(
-                    "SELECT m.id, m.tokens FROM moments m JOIN buckets b ON b.space = m.space AND b.id = m.bucket_id "
-                    "WHERE m.space = ? AND b.state = 'committed'", (space,))
-                idx = LexicalIndex((r["id"], r["tokens"].split()) for r in rows)
-                self._lexical[space] = idx
-            return idx
+            f = self._lexical.get(space)
+            if f is None:
+                f = changes.build(self.ledger, space)
+            elif f.seq < now:
+                f = changes.catch_up(self.ledger, space, f, now, self._on_reset)
+            self._lexical[space] = f
+            return f.index
+
+    def _on_reset(self, space: str) -> None:
+        """Another process purged in this space: what this one derived from query or memory text goes too."""
+        self._checked_spaces.discard(space)  # a whole-space purge dropped it
+        for listener in self.reset_listeners:
+            listener(space)
 
     def drop_lexical(self, space: str) -> None:
         """Forget the space's cached lexical index; the next search rebuilds it from the ledger.
@@ -68,22 +108,23 @@ class ReadsMixin:
         if type:
             where += " AND type = ?"
             params.append(type)
+        dialect = self.ledger.dialect
         if role:
-            where += " AND roles != '' AND instr(roles, ?) > 0"
+            where += f" AND roles != '' AND {dialect.contains('roles')}"
             params.append(f",{role},")
         if limit is None:
-            limit = -1  # SQLite: no limit
+            limit = dialect.no_limit
         if not since:
             # without ANALYZE statistics SQLite would rather walk buckets_created over the whole space
-            table = ("buckets INDEXED BY buckets_roles2" if role else
-                     "buckets INDEXED BY buckets_type2" if type else "buckets")
+            table = (dialect.indexed_by("buckets", "buckets_roles2") if role else
+                     dialect.indexed_by("buckets", "buckets_type2") if type else "buckets")
             sql = f"SELECT data FROM {table} WHERE {where} ORDER BY created DESC, seq DESC LIMIT ?"
             rows = self.ledger.query(sql, [*params, limit])
         else:
             # Two index searches, not `created >= ? OR last_active >= ?`, which scans the whole space on
             # every turn (10 ms at 10k buckets, 0.1 ms this way). The branches are disjoint.
             sql = (f"SELECT data, created, seq FROM buckets WHERE {where} AND created >= ? UNION ALL "
-                   f"SELECT data, created, seq FROM buckets INDEXED BY buckets_active WHERE {where} "
+                   f"SELECT data, created, seq FROM {dialect.indexed_by('buckets', 'buckets_active')} WHERE {where} "
                    "AND last_active >= ? AND created < ? ORDER BY created DESC, seq DESC LIMIT ?")
             rows = self.ledger.query(sql, [*params, since, *params, since, since, limit])
         return [bucket_from_stored(json.loads(r["data"])) for r in rows]
@@ -169,7 +210,7 @@ class ReadsMixin:
         fields that never reach a moment may change this way (dream state, counters); ``conn``
         joins a caller's open ledger transaction. Returns whether the bucket was there.
         """
-        with self.ledger.tx() if conn is None else _joined(conn) as c:
+        with self.ledger.tx() if conn is None else joined(conn) as c:
             row = c.execute(f"SELECT data FROM buckets WHERE space = ? AND id = ? AND {VISIBLE}",
                             (space, bucket_id)).fetchone()
             if row is None:
@@ -189,11 +230,6 @@ class ReadsMixin:
             "SELECT from_id, to_id, relation, confidence FROM edges WHERE space = ? ORDER BY from_id, to_id, relation",
             (space,))]
         return (known["model_id"] if known is not None else None), buckets, edges
-
-
-@contextmanager
-def _joined(conn) -> Iterator:
-    yield conn
 
 
 def _moment(r) -> Moment:

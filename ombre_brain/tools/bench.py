@@ -16,6 +16,7 @@ on the same store, makes the overhead visible and the comparison fair on any mac
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -23,6 +24,7 @@ import random
 import resource
 import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -317,10 +319,34 @@ def run_bench(buckets: int = 1000, queries: int = 200, *, seed: int = 7, write: 
 
     if buckets < 1 or queries < 1:
         raise ValidationError("--buckets and --queries must be at least 1")
-    if data_dir is not None:
-        return _run_in(Path(data_dir), buckets, queries, seed, write, turns, config, context)
-    with tempfile.TemporaryDirectory(prefix="ombre-bench-") as tmp:
-        return _run_in(Path(tmp), buckets, queries, seed, write, turns, config, context)
+    with _ledger_for_bench(config, data_dir) as config:
+        if data_dir is not None:
+            return _run_in(Path(data_dir), buckets, queries, seed, write, turns, config, context)
+        with tempfile.TemporaryDirectory(prefix="ombre-bench-") as tmp:
+            return _run_in(Path(tmp), buckets, queries, seed, write, turns, config, context)
+
+
+@contextmanager
+def _ledger_for_bench(config, data_dir):
+    """With a PostgreSQL ledger (``store.ledger.url``), the bench store gets a schema of its own in that
+    database: a fresh one dropped afterwards, or with ``--keep DIR`` one named after DIR and kept."""
+    from ..config import load_config
+
+    cfg = load_config(*(c for c in (config,) if c))
+    url = cfg.store.ledger.url
+    if url is None:
+        yield config
+        return
+    from ..store.ledger.postgres import drop_schema, with_schema
+
+    key = str(Path(data_dir).resolve()) if data_dir is not None else os.urandom(8).hex()
+    schema = "ombre_bench_" + hashlib.sha256(key.encode()).hexdigest()[:12]
+    scoped = load_config(cfg, {"store": {"ledger": {"url": with_schema(url, schema)}}})
+    try:
+        yield scoped
+    finally:
+        if data_dir is None:
+            drop_schema(url, schema)
 
 
 def _run_in(root: Path, buckets: int, queries: int, seed: int, write: bool, turns: bool, config,

@@ -1,10 +1,9 @@
-"""The SQLite ledger: what Chroma does not hold, and the write-ahead record of what it does.
+"""The SQLite ledger: the embedded default, one file (``ledger.db``) in the data directory.
 
-Buckets are recorded here first (state ``pending``), then written to Chroma, then marked
-``committed``; reopening rolls pending writes forward and finishes pending deletes, so a
-reader sees a bucket whole or not at all. WAL mode lets readers proceed during a write.
-Other modules (facts, forget, gateway sessions, jobs, dreams) add their own tables through
-:meth:`Ledger.ensure_schema`, keyed by space.
+WAL mode lets readers proceed during a write; each thread has its own connection; a write
+transaction is ``BEGIN IMMEDIATE``, so writers are serialised across threads and processes.
+Deleted and rewritten rows are zeroed (``secure_delete``) and :meth:`SqliteLedger.scrub`
+folds the WAL into the file, so forgetting leaves no readable remnant on disk.
 """
 
 from __future__ import annotations
@@ -15,65 +14,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import StoreError
+from ...errors import StoreError
+from .base import IDENTITY, SQLITE, Ledger, split_script
 
-CORE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS spaces (
-    space TEXT PRIMARY KEY,
-    collection TEXT NOT NULL,
-    model_id TEXT NOT NULL,
-    dimension INTEGER NOT NULL,
-    created TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS buckets (
-    space TEXT NOT NULL,
-    id TEXT NOT NULL,
-    state TEXT NOT NULL,               -- pending | committed | deleting
-    data TEXT NOT NULL,                -- the bucket's §3 JSON
-    content_hash TEXT NOT NULL,
-    type TEXT NOT NULL,
-    created TEXT NOT NULL,
-    last_active TEXT NOT NULL,
-    source TEXT,
-    seq INTEGER NOT NULL,
-    PRIMARY KEY (space, id)
-);
-CREATE INDEX IF NOT EXISTS buckets_hash ON buckets(space, content_hash);
-CREATE INDEX IF NOT EXISTS buckets_created ON buckets(space, created);
-CREATE INDEX IF NOT EXISTS buckets_state ON buckets(state);
-CREATE TABLE IF NOT EXISTS moments (
-    space TEXT NOT NULL,
-    id TEXT NOT NULL,
-    bucket_id TEXT NOT NULL,
-    ordinal INTEGER NOT NULL,
-    section TEXT NOT NULL,
-    context_only INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    tokens TEXT NOT NULL,              -- space-joined lexical tokens
-    start INTEGER NOT NULL,
-    "end" INTEGER NOT NULL,
-    PRIMARY KEY (space, id)
-);
-CREATE INDEX IF NOT EXISTS moments_bucket ON moments(space, bucket_id);
-CREATE TABLE IF NOT EXISTS edges (
-    space TEXT NOT NULL,
-    from_id TEXT NOT NULL,
-    to_id TEXT NOT NULL,
-    relation TEXT NOT NULL,
-    confidence REAL NOT NULL,
-    created TEXT NOT NULL,
-    PRIMARY KEY (space, from_id, to_id, relation)
-);
-CREATE INDEX IF NOT EXISTS edges_to ON edges(space, to_id);
-CREATE TABLE IF NOT EXISTS counters (
-    name TEXT PRIMARY KEY,
-    value INTEGER NOT NULL
-);
-"""
+_TYPES = {IDENTITY: "INTEGER PRIMARY KEY AUTOINCREMENT"}
 
 
-class Ledger:
+class SqliteLedger(Ledger):
     """A thread-safe SQLite database in WAL mode with one connection per thread."""
+
+    dialect = SQLITE
+    IntegrityError = sqlite3.IntegrityError
 
     def __init__(self, path: str | Path, busy_timeout_ms: int = 10000) -> None:
         self.path = Path(path)
@@ -82,8 +33,7 @@ class Ledger:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._schemas: set[str] = set()
-        self.ensure_schema("core", CORE_SCHEMA)
+        self._start()
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -106,16 +56,13 @@ class Ledger:
                 self._all.append(conn)
         return conn
 
-    def ensure_schema(self, name: str, ddl: str) -> None:
-        """Create a module's tables once per process (idempotent DDL)."""
-        if name in self._schemas:
-            return
-        conn = self._conn()
-        conn.executescript(ddl)
-        self._schemas.add(name)
+    def ddl(self, script: str) -> list[str]:
+        for marker, spelled in _TYPES.items():
+            script = script.replace(marker, spelled)
+        return split_script(script)
 
     @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
+    def tx(self, *, serial: bool = True, durable: bool = True, batch: bool = False) -> Iterator[sqlite3.Connection]:
         """A write transaction (BEGIN IMMEDIATE): all or nothing, serialised across threads and processes."""
         conn = self._conn()
         if conn.in_transaction:  # nested use joins the outer transaction
@@ -143,20 +90,25 @@ class Ledger:
         finally:
             conn.execute("COMMIT")
 
-    def read(self) -> sqlite3.Connection:
-        """A connection for reads; each statement sees a consistent WAL snapshot."""
-        return self._conn()
-
     def query(self, sql: str, params: tuple | list = ()) -> list[sqlite3.Row]:
         return self._conn().execute(sql, params).fetchall()
 
     def one(self, sql: str, params: tuple | list = ()) -> sqlite3.Row | None:
         return self._conn().execute(sql, params).fetchone()
 
-    def next_seq(self, conn: sqlite3.Connection, name: str = "seq") -> int:
-        conn.execute("INSERT INTO counters(name, value) VALUES (?, 1) "
-                     "ON CONFLICT(name) DO UPDATE SET value = value + 1", (name,))
-        return conn.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()[0]
+    def columns(self, conn, table: str) -> set[str]:
+        return {r["name"] for r in conn.execute(f"PRAGMA table_info({table})")}
+
+    def tables(self) -> list[str]:
+        return [r["name"] for r in self.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+                                              "'sqlite%' ORDER BY name")]
+
+    def scrub(self) -> None:
+        """Fold the WAL into the database file and truncate it, so deleted rows do not linger there."""
+        self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def describe(self) -> str:
+        return f"the SQLite ledger {self.path}"
 
     def close(self) -> None:
         with self._lock:
