@@ -40,7 +40,8 @@ HTTP_MODE_TESTS = tests/test_turn.py tests/test_gateway_budgets.py tests/test_se
 PG_MODE_TESTS = tests/test_store.py tests/test_turn.py tests/test_gateway_budgets.py tests/test_sessions_restart.py \
 	tests/test_forget.py tests/test_forget_residue.py tests/test_facts.py tests/test_facts_restore.py \
 	tests/test_facts_turn.py tests/test_ingest.py tests/test_dream.py tests/test_concurrency.py tests/test_crash.py \
-	tests/test_server_kill.py tests/test_portability.py tests/test_migration.py tests/test_isolation.py
+	tests/test_server_kill.py tests/test_portability.py tests/test_migration.py tests/test_isolation.py \
+	tests/test_provenance.py
 
 test: venv browser
 	$(PY) -m pytest -q $(PYTEST_ARGS)

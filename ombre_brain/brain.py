@@ -129,13 +129,19 @@ class Brain:
 
     def write(self, space: str | None = None, *, now: datetime | None = None, dedupe: bool = True,
               **fields: Any) -> str:
-        """Store one bucket (any §3 field); an exact duplicate in the space returns the existing id."""
+        """Store one bucket (any §3 field); returns its id.
+
+        An exact duplicate in the space (same title, body, tags and type) returns the existing id and
+        records this write's ``source`` as another claim on it (DESIGN §10); if a field given here
+        differs from the stored one, :class:`DuplicateError` says which and nothing is written.
+        """
         data = dict(fields)
         if space is not None:
             data["space"] = space
+        given = frozenset(fields)
         bucket = self._validated(data, now)
         self._check_suppressed(bucket)
-        bid, _created = self.store.write(bucket, dedupe=dedupe)
+        bid, _created = self.store.write(bucket, dedupe=dedupe, given=given)
         return bid
 
     def write_many(self, items: list[Mapping], *, now: datetime | None = None, dedupe: bool = True,
@@ -145,15 +151,17 @@ class Brain:
         Same validation, suppression check and dedupe as :meth:`write`, item by item; a bad item
         raises naming its position and nothing is stored.
         """
-        buckets = []
+        buckets, given = [], []
         for i, item in enumerate(items):
+            given.append(frozenset(item))
             try:
                 bucket = self._validated(dict(item), now)
                 self._check_suppressed(bucket)
             except ValidationError as exc:
                 raise ValidationError(exc.message, field=f"items[{i}]", code=exc.code) from None
             buckets.append(bucket)
-        return [bid for bid, _created in self.store.write_many(buckets, dedupe=dedupe, progress=progress)]
+        return [bid for bid, _created in self.store.write_many(buckets, dedupe=dedupe, progress=progress,
+                                                                given=given)]
 
     def _validated(self, data: dict, now: datetime | None) -> Bucket:
         if not any(data.get(k) for k in ("memory_subject", "memory_layer")):
@@ -171,6 +179,11 @@ class Brain:
     def get(self, space: str, bucket_id: str) -> Bucket | None:
         validate_space(space)
         return self.store.get(space, bucket_id)
+
+    def sources(self, space: str, bucket_id: str) -> list[str]:
+        """The sources holding a claim on a bucket ('' stands for a write without one; DESIGN §10)."""
+        validate_space(space)
+        return self.store.sources(space, bucket_id)
 
     def list(self, space: str, *, type: str | None = None, limit: int = 50) -> list[Bucket]:
         validate_space(space)

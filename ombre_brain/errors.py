@@ -14,6 +14,7 @@ layer can turn any of them into a clear message (and a 4xx status) without trace
     ├── ConflictError          a write collides with existing state (409)
     │   ├── SourceSuppressedError   the source identity was purged and may not return
     │   ├── ProvenanceError    a lower origin tried to overwrite a higher one
+    │   ├── DuplicateError     an identical memory exists with other values in the fields given
     │   └── StaleTargetError   a facts edit named a revision that is no longer current
     ├── EmbeddingError         the embedder cannot load, or a space was embedded with another model
     ├── StoreError             Chroma or the ledger failed underneath us
@@ -116,6 +117,26 @@ class ProvenanceError(ConflictError):
     """Raised when a lower-ranked origin tries to overwrite a higher-ranked one."""
 
     code = "provenance_refused"
+
+
+class DuplicateError(ConflictError):
+    """Raised when a write repeats a stored memory's text but gives other values for some of its fields.
+
+    Storing it would either drop those values (the duplicate keeps the stored ones) or change a memory
+    another source wrote; the error names the stored id and the fields, and nothing is written.
+    """
+
+    code = "duplicate_differs"
+
+    def __init__(self, message: str, *, existing_id: str, fields: list[str]) -> None:
+        super().__init__(message)
+        self.existing_id = existing_id
+        self.fields = list(fields)
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        out["error"] |= {"existing_id": self.existing_id, "fields": self.fields}
+        return out
 
 
 class StaleTargetError(ConflictError):

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from ombre_brain import Brain
+from ombre_brain import Brain, DuplicateError
 from ombre_brain.tools.doctor import doctor
 
 from .conftest import sqlite_only
@@ -107,8 +107,10 @@ def test_200_buckets_roundtrip_and_find_by_own_words(mode_brain, brain_path, sto
 
 def test_exact_duplicate_returns_the_existing_id(mode_brain):
     a = mode_brain.write(space=SPACE, title="一起去海边", body="捡了很多贝壳", tags=["海边"])
-    b = mode_brain.write(space=SPACE, title="一起去海边", body="捡了很多贝壳", tags=["海边"], importance=9)
+    b = mode_brain.write(space=SPACE, title="一起去海边", body="捡了很多贝壳", tags=["海边"])
     assert a == b
+    with pytest.raises(DuplicateError):  # the stored importance would silently win (test_provenance.py)
+        mode_brain.write(space=SPACE, title="一起去海边", body="捡了很多贝壳", tags=["海边"], importance=9)
     c = mode_brain.write(space=SPACE, title="一起去海边", body="捡了很多贝壳", tags=["沙滩"])
     assert c != a
     assert mode_brain.store.count(SPACE) == 2

@@ -128,15 +128,18 @@ class Plan:
     digests: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     kid: str = ""
+    released: list[str] = field(default_factory=list)  # buckets kept: another source still claims them
 
     def to_json(self) -> str:
         return json.dumps({"bucket_ids": self.bucket_ids, "dream_ids": self.dream_ids, "sources": self.sources,
-                           "digests": self.digests, "counts": self.counts, "kid": self.kid}, sort_keys=True)
+                           "digests": self.digests, "counts": self.counts, "kid": self.kid,
+                           "released": self.released}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Plan:
         d = json.loads(text)
-        return cls(d["bucket_ids"], d["dream_ids"], d.get("sources", []), d["digests"], d["counts"], d.get("kid", ""))
+        return cls(d["bucket_ids"], d["dream_ids"], d.get("sources", []), d["digests"], d["counts"], d.get("kid", ""),
+                   d.get("released", []))
 
 
 def ensure_tables(ledger) -> None:
@@ -217,7 +220,7 @@ class Forgetter:
                 plan.kid = kid
                 prior = c.execute("SELECT receipt FROM purges WHERE target_key = ? AND state = 'done' "
                                   "ORDER BY seq DESC LIMIT 1", (key,)).fetchone()
-                repeat = prior is not None and not plan.bucket_ids
+                repeat = prior is not None and not plan.bucket_ids and not plan.released
                 if not repeat:
                     self._record_intent(c, purge_id, space, target, key, plan)
             if not repeat:
@@ -234,13 +237,18 @@ class Forgetter:
         rows = self.store.purge_rows(c, space, bucket_ids=target.get("bucket_ids"), source=target.get("source"),
                                      whole_space=whole)
         ids = {bid for bid, _ in rows}
-        sources = {src for _, src in rows if src}
-        if "source" in target:
-            sources.add(target["source"])
+        released: set[str] = set()
+        if "source" in target:  # the buckets another source also wrote stay, without this source's claim
+            released = self.store.held_elsewhere(c, space, sorted(ids), target["source"])
+            ids -= released
+            sources = {target["source"]}
+        else:
+            sources = {src for held in self.store.claims(c, space, sorted(ids)).values() for src in held if src}
+            sources |= {src for _, src in rows if src}
         dreams = [] if whole else self._derived_dreams(self.store.dream_sources(c, space), ids)
         ids |= set(dreams)
         plan = Plan(bucket_ids=sorted(ids), dream_ids=sorted(dreams), sources=sorted(sources),
-                    digests=sorted({source_digest(space, s) for s in sources}))
+                    digests=sorted({source_digest(space, s) for s in sources}), released=sorted(released))
         plan.counts = self.store.row_counts(c, space, None if whole else plan.bucket_ids)
         plan.counts["dreams"] = self.store.count_type(c, space, "dream") if whole else len(dreams)
         return plan
@@ -271,6 +279,8 @@ class Forgetter:
                    self.ledger.next_seq(c, "purges")))
         # readers stop seeing the buckets now; the steps below finish the job
         self.store.mark_deleting(c, space, None if "whole_space" in target else plan.bucket_ids)
+        if plan.released:
+            self.store.release_claims(c, space, target["source"], plan.released)
         c.executemany("INSERT INTO suppressed_sources(space, digest, purge_id, at) VALUES (?,?,?,?) "
                       "ON CONFLICT DO NOTHING",
                       [(space, d, purge_id, at) for d in plan.digests])
@@ -292,6 +302,8 @@ class Forgetter:
         kid, secret = next(iter(secret_for.items())) if secret_for else signing_key(self.config, self.data_dir)
         payload = {"typ": receipts.RECEIPT_TYPE, "kid": kid, "purge_id": purge_id, "space": space,
                    "target": target, "deleted": deleted, "at": row["at"]}
+        if "source" in target:  # which buckets lost only this source's claim and stay (DESIGN §10)
+            payload["released"] = plan.released
         receipt = receipts.make_receipt(payload, secret)
         with self.ledger.tx() as c:
             c.execute("UPDATE purges SET state = 'done', plan = NULL, receipt = ? WHERE purge_id = ?",

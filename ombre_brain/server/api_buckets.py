@@ -55,6 +55,14 @@ def get_bucket(bucket_id: str):
     return jsonify(_bucket_or_404(space, bucket_id).to_dict())
 
 
+@bp.get("/v1/buckets/<bucket_id>/sources")
+def bucket_sources(bucket_id: str):
+    """Every source that wrote this bucket's text ('' for a write without one): what a purge by source weighs."""
+    space = authorize_space(request.args.get("space"))
+    _bucket_or_404(space, bucket_id)
+    return jsonify({"id": bucket_id, "sources": get_brain().sources(space, bucket_id)})
+
+
 @bp.patch("/v1/buckets/<bucket_id>")
 def patch_bucket(bucket_id: str):
     body = json_body()

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..buckets import Bucket, Moment, bucket_from_stored, build_moments
+from ..buckets import Bucket, Moment, bucket_from_stored, build_moments, differing_fields
 from ..config import Config
-from ..errors import EmbeddingError, NotFoundError, ValidationError
+from ..errors import DuplicateError, EmbeddingError, NotFoundError, ValidationError
 from ..memory_layers import storage_roles
 from ..retrieval.second_opinion import encode_blob
 from . import changes
@@ -174,16 +174,22 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         vectors = self.embedder.passages(texts)
         return moments, tokens, vectors
 
-    def write(self, bucket: Bucket, *, dedupe: bool = True) -> tuple[str, bool]:
-        """Store a new bucket; returns (id, created). An exact duplicate returns the existing id."""
+    def write(self, bucket: Bucket, *, dedupe: bool = True, given: Iterable[str] = ()) -> tuple[str, bool]:
+        """Store a new bucket; returns (id, created).
+
+        With ``dedupe`` an exact duplicate (same title, body, tags and type) returns the existing id
+        and adds the new source's claim to it; if a field the writer ``given`` explicitly differs from
+        the stored one, :class:`DuplicateError` names them and nothing is written.
+        """
         self.ensure_space(bucket.space)
         moments, tokens, vectors = self._prepare(bucket)
         chash = bucket.content_hash()
         with self.ledger.tx() as c:
             if dedupe:
-                dup = c.execute("SELECT id FROM buckets WHERE space = ? AND content_hash = ? AND state != 'deleting'",
-                                (bucket.space, chash)).fetchone()
+                dup = c.execute("SELECT id, data FROM buckets WHERE space = ? AND content_hash = ? AND "
+                                "state != 'deleting' ORDER BY created, id LIMIT 1", (bucket.space, chash)).fetchone()
                 if dup is not None:
+                    self._claim(c, bucket, bucket_from_stored(json.loads(dup["data"])), given)
                     return dup["id"], False
             if c.execute("SELECT 1 FROM buckets WHERE space = ? AND id = ?", (bucket.space, bucket.id)).fetchone():
                 raise ValidationError(f"bucket {bucket.id!r} already exists in space {bucket.space!r}",
@@ -193,39 +199,65 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         self._commit(bucket.space, bucket.id)
         return bucket.id, True
 
+    @staticmethod
+    def _check_claim(new: Bucket, stored: Bucket, given: Iterable[str], where: str = "") -> None:
+        differ = differing_fields(stored, new, given)
+        if differ:
+            raise DuplicateError(
+                f"{where}the same memory is already stored as {stored.id!r} with other values for "
+                f"{', '.join(differ)}; change them there (PATCH /v1/buckets/{stored.id}) or write without them",
+                existing_id=stored.id, fields=differ)
+
+    def _claim(self, c, new: Bucket, stored: Bucket, given: Iterable[str]) -> None:
+        """A duplicate write: refuse it if it would drop a given field, else add its source's claim."""
+        self._check_claim(new, stored, given)
+        c.execute("INSERT INTO bucket_sources(space, bucket_id, source) VALUES (?,?,?) ON CONFLICT DO NOTHING",
+                  (stored.space, stored.id, new.source or ""))
+
+    def sources(self, space: str, bucket_id: str) -> list[str]:
+        """Every source holding a claim on the bucket ('' for a write without one), sorted."""
+        return [r[0] for r in self.ledger.query("SELECT source FROM bucket_sources WHERE space = ? AND bucket_id = ? "
+                                                "ORDER BY source", (space, bucket_id))]
+
     def write_many(self, buckets: Sequence[Bucket], *, dedupe: bool = True, batch_size: int = 256,
-                   progress: Callable[[int], None] | None = None) -> list[tuple[str, bool]]:
+                   progress: Callable[[int], None] | None = None,
+                   given: Sequence[Iterable[str]] | None = None) -> list[tuple[str, bool]]:
         """Store many new buckets; returns (id, created) per bucket, in order, as :meth:`write` would.
 
         Bulk loading at write() speed spends its time on tiny embedding batches and one Chroma
         call per bucket, so here each batch of ``batch_size`` buckets is embedded in one pass,
         recorded in one ledger transaction (``pending``), upserted to Chroma in one call per
         space and committed in one more transaction: the same protocol, so reconcile still
-        finishes a batch cut short by a crash. Every duplicate id (in the store or the list) is
-        refused before anything is written; with ``dedupe`` an exact duplicate, in the store or
-        earlier in the list, returns the earlier id. ``progress`` is called with each batch's size.
+        finishes a batch cut short by a crash. Every duplicate id (in the store or the list) and
+        every duplicate whose ``given`` fields differ is refused before anything is written; with
+        ``dedupe`` an exact duplicate, in the store or earlier in the list, returns the earlier id
+        and adds its source's claim. ``progress`` is called with each batch's size.
         """
         buckets = list(buckets)
+        given = list(given) if given is not None else [()] * len(buckets)
         for space in dict.fromkeys(b.space for b in buckets):
             self.ensure_space(space)
         results: list[tuple[str, bool] | None] = [None] * len(buckets)
         fresh: list[tuple[int, Bucket, str]] = []
-        seen_hash: dict[tuple[str, str], str] = {}
+        claims: list[tuple[str, str, str]] = []
+        seen_hash: dict[tuple[str, str], Bucket] = {}
         seen_id: set[tuple[str, str]] = set()
         for space, idx in _by_space(buckets).items():
             hashes = {i: buckets[i].content_hash() for i in idx}
-            stored_hash = self._existing(space, "content_hash", list(hashes.values())) if dedupe else {}
+            stored = self._stored_by_hash(space, list(hashes.values())) if dedupe else {}
             stored_ids = set(self._existing(space, "id", [buckets[i].id for i in idx], deleting_too=True))
             for i in idx:
                 b, h = buckets[i], hashes[i]
-                dup = (seen_hash.get((space, h)) or stored_hash.get(h)) if dedupe else None
+                dup = (seen_hash.get((space, h)) or stored.get(h)) if dedupe else None
                 if dup is not None:
-                    results[i] = (dup, False)
+                    self._check_claim(b, dup, given[i], where=f"items[{i}]: ")
+                    results[i] = (dup.id, False)
+                    claims.append((space, dup.id, b.source or ""))
                     continue
                 if b.id in stored_ids or (space, b.id) in seen_id:
                     raise ValidationError(f"bucket {b.id!r} already exists in space {space!r}", field="id",
                                           code="duplicate_id")
-                seen_hash[(space, h)] = b.id
+                seen_hash[(space, h)] = b
                 seen_id.add((space, b.id))
                 fresh.append((i, b, h))
         for start in range(0, len(fresh), max(1, batch_size)):
@@ -235,7 +267,23 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
                 results[i] = (b.id, True)
             if progress is not None:
                 progress(len(batch))
+        if claims:
+            with self.ledger.tx() as c:
+                c.executemany("INSERT INTO bucket_sources(space, bucket_id, source) VALUES (?,?,?) "
+                              "ON CONFLICT DO NOTHING", claims)
         return [r for r in results if r is not None]
+
+    def _stored_by_hash(self, space: str, hashes: list[str]) -> dict[str, Bucket]:
+        """Of these content hashes, those a live bucket of the space has: {hash: the oldest such bucket}."""
+        found: dict[str, Bucket] = {}
+        uniq = list(dict.fromkeys(hashes))
+        for i in range(0, len(uniq), 900):
+            chunk = uniq[i:i + 900]
+            for r in self.ledger.query(f"SELECT content_hash, data FROM buckets WHERE space = ? AND content_hash IN "
+                                       f"({','.join('?' * len(chunk))}) AND state != 'deleting' ORDER BY created, id",
+                                       (space, *chunk)):
+                found.setdefault(r["content_hash"], bucket_from_stored(json.loads(r["data"])))
+        return found
 
     def _existing(self, space: str, column: str, values: list[str], deleting_too: bool = False) -> dict[str, str]:
         """Of ``values``, those already stored in ``column`` of the space's buckets: {value: bucket id}."""
@@ -293,6 +341,8 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
             "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (bucket.space, bucket.id, state, json.dumps(bucket.to_dict(), ensure_ascii=False), chash, bucket.type,
              bucket.created, bucket.last_active, bucket.source, self.ledger.next_seq(c), storage_roles(bucket)))
+        c.execute("INSERT INTO bucket_sources(space, bucket_id, source) VALUES (?,?,?) ON CONFLICT DO NOTHING",
+                  (bucket.space, bucket.id, bucket.source or ""))
         self._insert_moments(c, bucket, moments, tokens)
 
     @staticmethod
@@ -370,6 +420,7 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
             c.execute(f"DELETE FROM edges WHERE space = ? AND (from_id IN ({marks}) OR to_id IN ({marks}))",
                       (space, *ids, *ids))
             c.execute(f"DELETE FROM buckets WHERE space = ? AND id IN ({marks})", (space, *ids))
+            c.execute(f"DELETE FROM bucket_sources WHERE space = ? AND bucket_id IN ({marks})", (space, *ids))
             changes.record(c, space, "delete", ids)
 
     def drop_space(self, space: str) -> dict:
@@ -383,7 +434,7 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
             c.execute("UPDATE buckets SET state = 'deleting' WHERE space = ?", (space,))
         self.chroma.drop_space(space)
         with self.ledger.tx() as c:
-            for table in ("moments", "edges", "buckets", "spaces"):
+            for table in ("moments", "edges", "bucket_sources", "buckets", "spaces"):
                 c.execute(f"DELETE FROM {table} WHERE space = ?", (space,))
             changes.record(c, space, "reset")
         with self._lock:

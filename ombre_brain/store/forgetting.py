@@ -29,8 +29,9 @@ class ForgettingMixin:
         if whole_space:
             rows = conn.execute("SELECT id, source FROM buckets WHERE space = ?", (space,)).fetchall()
         elif source is not None:
-            rows = conn.execute("SELECT id, source FROM buckets WHERE space = ? AND source = ?",
-                                (space, source)).fetchall()
+            rows = conn.execute("SELECT b.id, b.source FROM buckets b JOIN bucket_sources s ON s.space = b.space AND "
+                                "s.bucket_id = b.id WHERE s.space = ? AND s.source = ? UNION SELECT id, source FROM "
+                                "buckets WHERE space = ? AND source = ?", (space, source, space, source)).fetchall()
         else:
             rows = []
             for chunk in _chunks(list(bucket_ids or ())):
@@ -40,8 +41,45 @@ class ForgettingMixin:
         return [(r["id"], r["source"]) for r in rows]
 
     def ids_by_source(self, space: str, source: str) -> list[str]:
-        return [r["id"] for r in self.ledger.query("SELECT id FROM buckets WHERE space = ? AND source = ?",
-                                                   (space, source))]
+        """Buckets only this source holds (a purge by source deletes these; see :meth:`release_claims`)."""
+        with self.ledger.tx() as c:
+            rows = self.purge_rows(c, space, source=source)
+            kept = self.held_elsewhere(c, space, [bid for bid, _ in rows], source)
+            self.release_claims(c, space, source, sorted(kept))
+        return sorted({bid for bid, _ in rows} - kept)
+
+    def claims(self, conn, space: str, bucket_ids: Sequence[str]) -> dict[str, set[str]]:
+        """The sources holding a claim on each of these buckets ('' for a write without a source)."""
+        out: dict[str, set[str]] = {}
+        for chunk in _chunks(list(bucket_ids)):
+            marks = ",".join("?" * len(chunk))
+            for r in conn.execute(f"SELECT bucket_id, source FROM bucket_sources WHERE space = ? AND bucket_id IN "
+                                  f"({marks})", (space, *chunk)).fetchall():
+                out.setdefault(r["bucket_id"], set()).add(r["source"])
+        return out
+
+    def held_elsewhere(self, conn, space: str, bucket_ids: Sequence[str], source: str) -> set[str]:
+        """Of these buckets, those another source (or a write without one) also claims: a purge of
+        ``source`` releases its claim on them and leaves their text to the other holders."""
+        return {bid for bid, held in self.claims(conn, space, bucket_ids).items() if held - {source}}
+
+    def release_claims(self, conn, space: str, source: str, bucket_ids: Sequence[str]) -> None:
+        """Remove ``source``'s claim on buckets others still hold; one whose displayed source was
+        ``source`` shows another holder's instead (or none), so the purged identity is not shown."""
+        held = self.claims(conn, space, bucket_ids)
+        for bid in bucket_ids:
+            conn.execute("DELETE FROM bucket_sources WHERE space = ? AND bucket_id = ? AND source = ?",
+                         (space, bid, source))
+            row = conn.execute("SELECT data FROM buckets WHERE space = ? AND id = ? AND source = ?",
+                               (space, bid, source)).fetchone()
+            if row is None:
+                continue
+            others = sorted(held.get(bid, set()) - {source})
+            now_source = next((o for o in others if o), None)
+            data = json.loads(row["data"])
+            data["source"] = now_source
+            conn.execute("UPDATE buckets SET source = ?, data = ? WHERE space = ? AND id = ?",
+                         (now_source, json.dumps(data, ensure_ascii=False), space, bid))
 
     def dream_sources(self, conn, space: str) -> dict[str, set[str]]:
         """Every dream of the space with the buckets it was composed from."""

@@ -109,7 +109,27 @@ def _add_second(ledger, c) -> None:
         ledger.run_ddl(c, "ALTER TABLE moments ADD COLUMN second BLOB")
 
 
-STEPS = (CORE, INDEXES, _add_roles, ROLES_INDEX, _add_second, CHANGES)
+# Provenance (DESIGN §10): every source that wrote a bucket's text holds a claim on it; '' is a write
+# without a source identity. A purge by source removes that source's claims and deletes only the
+# buckets no claim holds any more. ``buckets.source`` stays the first (displayed) source.
+CLAIMS = """
+CREATE TABLE IF NOT EXISTS bucket_sources (
+    space TEXT NOT NULL,
+    bucket_id TEXT NOT NULL,
+    source TEXT NOT NULL,
+    PRIMARY KEY (space, bucket_id, source)
+);
+CREATE INDEX IF NOT EXISTS bucket_sources_source ON bucket_sources(space, source);
+"""
+
+
+def _fill_claims(ledger, c) -> None:
+    """Ledgers written before claims existed: each bucket is claimed by the source it was written with."""
+    c.execute("INSERT INTO bucket_sources(space, bucket_id, source) SELECT space, id, COALESCE(source, '') "
+              "FROM buckets WHERE true ON CONFLICT DO NOTHING")  # WHERE: SQLite's parser needs it here
+
+
+STEPS = (CORE, INDEXES, _add_roles, ROLES_INDEX, _add_second, CHANGES, CLAIMS, _fill_claims)
 
 
 def ensure_store_schema(ledger) -> None:
