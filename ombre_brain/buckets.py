@@ -13,7 +13,7 @@ import json
 import re
 import unicodedata
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -279,21 +279,6 @@ def build_moments(bucket: Bucket) -> list[Moment]:
 _FIELD_NAMES = BUCKET_FIELDS = frozenset(f.name for f in dataclasses.fields(Bucket))
 
 
-# Fields a repeated write may differ in without meaning anything: where it lives and who sent it.
-CLAIM_FREE_FIELDS = frozenset({"space", "source"})
-
-
-def differing_fields(stored: Bucket, new: Bucket, given: Iterable[str]) -> list[str]:
-    """Of the fields a writer ``given`` explicitly, those where ``new`` differs from the ``stored`` duplicate.
-
-    An exact duplicate (same title, body, tags and type) adds its source to the stored bucket; a field
-    the writer set to another value would be dropped by that, so the write is refused instead. Fields
-    the writer left out are not compared: their defaults say nothing the writer meant.
-    """
-    old, fresh = stored.to_dict(), new.to_dict()
-    return sorted(k for k in set(given) - CLAIM_FREE_FIELDS if k in fresh and old.get(k) != fresh[k])
-
-
 def _bool(data: Mapping, key: str) -> bool:
     v = data.get(key, False)
     if not isinstance(v, bool):
@@ -496,6 +481,5 @@ def jsonable(obj: Any) -> Any:
 
 __all__ = [
     "BUCKET_FIELDS", "Bucket", "Comment", "Limits", "Moment", "Section", "SourceRef", "bucket_from_dict",
-    "bucket_from_stored", "build_moments", "parse_sections", "CONTEXT_ONLY_SECTIONS", "differing_fields", "field",
-    "visible",
+    "bucket_from_stored", "build_moments", "parse_sections", "CONTEXT_ONLY_SECTIONS", "field", "visible",
 ]

@@ -21,13 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..buckets import Bucket, Moment, bucket_from_stored, build_moments, differing_fields
+from ..buckets import Bucket, Moment, bucket_from_stored, build_moments
 from ..config import Config
-from ..errors import DuplicateError, EmbeddingError, NotFoundError, ValidationError
+from ..errors import EmbeddingError, NotFoundError, ValidationError
 from ..memory_layers import storage_roles
 from ..retrieval.second_opinion import encode_blob
 from . import changes
 from .chroma import ChromaBackend, collection_name
+from .claims import check_claim
 from .consistency import ConsistencyMixin
 from .edges import EdgesMixin
 from .forgetting import ForgettingMixin
@@ -199,18 +200,9 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         self._commit(bucket.space, bucket.id)
         return bucket.id, True
 
-    @staticmethod
-    def _check_claim(new: Bucket, stored: Bucket, given: Iterable[str], where: str = "") -> None:
-        differ = differing_fields(stored, new, given)
-        if differ:
-            raise DuplicateError(
-                f"{where}the same memory is already stored as {stored.id!r} with other values for "
-                f"{', '.join(differ)}; change them there (PATCH /v1/buckets/{stored.id}) or write without them",
-                existing_id=stored.id, fields=differ)
-
     def _claim(self, c, new: Bucket, stored: Bucket, given: Iterable[str]) -> None:
         """A duplicate write: refuse it if it would drop a given field, else add its source's claim."""
-        self._check_claim(new, stored, given)
+        check_claim(new, stored, given)
         c.execute("INSERT INTO bucket_sources(space, bucket_id, source) VALUES (?,?,?) ON CONFLICT DO NOTHING",
                   (stored.space, stored.id, new.source or ""))
 
@@ -250,7 +242,7 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
                 b, h = buckets[i], hashes[i]
                 dup = (seen_hash.get((space, h)) or stored.get(h)) if dedupe else None
                 if dup is not None:
-                    self._check_claim(b, dup, given[i], where=f"items[{i}]: ")
+                    check_claim(b, dup, given[i], where=f"items[{i}]: ")
                     results[i] = (dup.id, False)
                     claims.append((space, dup.id, b.source or ""))
                     continue
