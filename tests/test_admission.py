@@ -80,6 +80,19 @@ def test_lexical_feature_is_term_coverage():
     assert features(c, ["鹦鹉"])["lexical"] == 0.0
 
 
+def test_conversation_context_never_dilutes_a_memory_the_message_itself_names():
+    """Context terms join the asked terms at lower weight; a memory holding all of the message's own
+    terms keeps full coverage (context dilution made MADial's proactive recall fall from 36.8 to 15.8)."""
+    c = cands_of((RAIN, 0.8, 5.0))
+    alone = asked_terms(["散步"], idf=high_idf, cfg=CFG)
+    talk = asked_terms(["散步"], idf=high_idf, cfg=CFG, context=[("鹦鹉", 0.5), ("生日", 0.5)])
+    assert lexical_match(c[0], alone)[2] == 1.0
+    assert lexical_match(c[0], talk)[2] == 1.0
+    # a memory of the conversation's topic still gets in through the context's terms
+    on_topic = asked_terms(["那天"], idf=high_idf, cfg=CFG, context=[("下班", 0.5)])
+    assert lexical_match(c[0], on_topic)[2] > 0
+
+
 def test_dense_features_stand_the_cosine_against_the_background_and_the_others():
     c = cands_of((SEA, 0.90, None), (DOG, 0.84, None), (RAIN, 0.82, None))
     top, second = features(c, [], 0), features(c, [], 1)

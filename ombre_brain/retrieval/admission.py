@@ -133,6 +133,7 @@ class AskedTerms:
 
     terms: tuple[str, ...]                             # discriminative terms a field may contain
     groups: tuple[tuple[frozenset[str], float], ...]  # weighted term groups, for coverage
+    message_groups: int | None = None                  # how many of ``groups`` are the message's own
 
 
 def asked_terms(plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any,
@@ -140,20 +141,29 @@ def asked_terms(plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg: 
     """The message's terms, plus the conversation's (``context``: (term, weight)) at their lower weights."""
     groups = [(frozenset(m), w) for m, w in _term_groups(plan_terms, idf=idf, cfg=cfg)]
     terms = list(discriminative_terms(plan_terms, idf=idf, cfg=cfg))
+    own = len(groups)
     for t, weight in context:
         for m, w in _term_groups([t], idf=idf, cfg=cfg):
             if not any(m & g for g, _ in groups):
                 groups.append((frozenset(m), w * weight))
         terms += [x for x in discriminative_terms([t], idf=idf, cfg=cfg) if x not in terms]
-    return AskedTerms(tuple(terms), tuple(groups))
+    return AskedTerms(tuple(terms), tuple(groups), own if len(groups) > own else None)
 
 
-def _coverage(groups: Sequence[tuple[frozenset[str], float]], matched: Sequence[str]) -> float:
-    total = sum(w for _, w in groups)
-    if total <= 0:
-        return 0.0
+def _coverage(asked: AskedTerms, matched: Sequence[str]) -> float:
+    """The share of the asked term weight a memory holds: of the message's own terms, or of the message's
+    and the conversation's together, whichever is more. Context adds a way in (a memory of the topic the
+    conversation is on); it never dilutes a memory that answers the message itself."""
     got = set(matched)
-    return sum(w for members, w in groups if members & got) / total
+
+    def share(groups) -> float:
+        total = sum(w for _, w in groups)
+        return sum(w for members, w in groups if members & got) / total if total > 0 else 0.0
+
+    whole = share(asked.groups)
+    if asked.message_groups is None:
+        return whole
+    return max(whole, share(asked.groups[:asked.message_groups]))
 
 
 def lexical_match(candidate: Candidate, asked: AskedTerms) -> tuple[tuple[str, ...], str | None, float]:
@@ -169,7 +179,7 @@ def lexical_match(candidate: Candidate, asked: AskedTerms) -> tuple[tuple[str, .
                 first = first or name
                 if t not in matched:
                     matched.append(t)
-    return tuple(matched), first, _coverage(asked.groups, matched) if first else 0.0
+    return tuple(matched), first, _coverage(asked, matched) if first else 0.0
 
 
 # ---------------------------------------------------------------- dense evidence and the score
