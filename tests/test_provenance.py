@@ -90,7 +90,9 @@ def test_a_duplicate_with_other_values_is_refused_and_writes_nothing(brain, extr
 def test_repeating_the_stored_values_is_a_plain_duplicate(brain):
     bid = brain.write(SPACE, source="a", importance=8, pinned=True, **TEXT)
     assert brain.write(SPACE, source="b", importance=8, pinned=True, **TEXT) == bid
-    assert brain.sources(SPACE, bid) == ["a", "b"]
+    # the write event's own id and time are not the memory's: the stored id comes back
+    assert brain.write(SPACE, source="c", id="mine", created="2026-01-01T00:00:00+00:00", **TEXT) == bid
+    assert brain.sources(SPACE, bid) == ["a", "b", "c"]
 
 
 def test_write_many_claims_and_refuses_like_write(brain):

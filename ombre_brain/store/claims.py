@@ -13,8 +13,9 @@ from collections.abc import Iterable
 from ..buckets import Bucket
 from ..errors import DuplicateError
 
-# Fields a repeated write may differ in without meaning anything: where it lives and who sent it.
-CLAIM_FREE_FIELDS = frozenset({"space", "source"})
+# Fields a repeated write may differ in: where it lives and who sent it, and the write event itself
+# (its id and times; the caller gets the stored id back, so a different one is not silently lost).
+CLAIM_FREE_FIELDS = frozenset({"space", "source", "id", "created", "last_active"})
 
 
 def differing_fields(stored: Bucket, new: Bucket, given: Iterable[str]) -> list[str]:
