@@ -85,6 +85,50 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class ServeProcess:
+    """One real `ombre-brain serve` child on a loopback port, its output in ``log_path``.
+
+    ``wait()`` returns once ``/healthz`` answers (or fails with the end of the log); ``kill()`` is a
+    SIGKILL (a crash); ``stop()`` asks politely first.
+    """
+
+    def __init__(self, data: Path, config: Path, log_path: Path, env: dict | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen([sys.executable, "-m", "ombre_brain.cli", "serve", "--data", str(data),
+                                          "--config", str(config), "--port", str(self.port)],
+                                         stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def wait(self, timeout: float = 120):
+        import httpx
+
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"server exited: {self.log_path.read_text(errors='replace')[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise AssertionError(f"server did not answer /healthz within {timeout:.0f} s")
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
 @pytest.fixture(scope="session")
 def chroma_server(tmp_path_factory):
     """A real `chroma run` on loopback for the session; yields (host, port)."""

@@ -29,7 +29,7 @@ from ombre_brain.errors import ConfigError
 from ombre_brain.gateway.jobs import JobTable
 from ombre_brain.store.ledger.postgres import PostgresLedger
 
-from .conftest import PG_KEYS, free_port, merged
+from .conftest import PG_KEYS, ServeProcess, free_port, merged
 
 SPACE = "haven:scale"
 SEA = "我们一起去海边捡贝壳，你说海风很咸，我把最大的那个贝壳送给了你。"
@@ -41,39 +41,17 @@ def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           timeout=300, env=env)
 
 
-class Serve:
+class Serve(ServeProcess):
     """One `ombre-brain serve` process on loopback."""
 
     def __init__(self, data: Path, config: Path, name: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = data.parent / f"{name}.log"
-        log = open(self.log_path, "wb")  # noqa: SIM115 - the child owns it
-        self.proc = subprocess.Popen([sys.executable, "-m", "ombre_brain.cli", "serve", "--data", str(data),
-                                      "--config", str(config), "--port", str(self.port)],
-                                     stdout=log, stderr=subprocess.STDOUT)
-        log.close()
+        super().__init__(data, config, data.parent / f"{name}.log")
 
-    def wait(self) -> Serve:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"server exited: {self.log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        raise AssertionError("server did not answer /healthz within 120 s")
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+def deployment(postgres_server, chroma_server, key: Path) -> dict:
+    """The overlay of one deployment: its own PostgreSQL database and the shared `chroma run`."""
+    host, port = chroma_server
+    return merged(postgres_server.overlay(key), {"store": {"chroma": {"mode": "http", "host": host, "port": port}}})
 
 
 def wait_for(check, timeout: float = 30.0):
@@ -94,9 +72,7 @@ def injected(turn: dict, stable: bool = False) -> list[str]:
 @pytest.fixture
 def shared(tmp_path, postgres_server, chroma_server, standin):
     """The overlay every process of one deployment shares: one ledger, one Chroma server, one purge key."""
-    host, port = chroma_server
-    return merged(postgres_server.overlay(tmp_path / "deployment"), {
-        "store": {"chroma": {"mode": "http", "host": host, "port": port}},
+    return merged(deployment(postgres_server, chroma_server, tmp_path / "deployment"), {
         "identity": {"ai_name": "Haven", "user_name": "Xiaoyu"},
         "server": {"default_space": SPACE},
         "upstream": {"base_url": standin.url, "timeout_s": 10, "retries": 0},
@@ -225,9 +201,7 @@ def test_schemas_migrate_once_when_processes_start_together(tmp_path, postgres_s
 
 
 def test_the_lexical_index_follows_writes_and_purges_of_another_process(tmp_path, postgres_server, chroma_server):
-    host, port = chroma_server
-    cfg = merged(postgres_server.overlay(tmp_path / "lex"), {"store": {"chroma": {"mode": "http", "host": host,
-                                                                                    "port": port}}})
+    cfg = deployment(postgres_server, chroma_server, tmp_path / "lex")
     with Brain.open(tmp_path / "a", cfg) as a, Brain.open(tmp_path / "b", cfg) as b:
         a.write(space=SPACE, id="w1", title="紫藤萝暗号", body="quixotryzzle 是我们的暗号。")
         assert b.store.lexical_search(SPACE, b.tokenize("quixotryzzle"), 10)  # B built its index now
@@ -367,9 +341,7 @@ def test_the_ledger_speaks_sqlites_subset_on_postgresql(tmp_path, postgres_serve
 
 def test_concurrent_edits_through_two_processes_never_undo_each_other(tmp_path, postgres_server, chroma_server):
     """Each edit reads, changes one field and writes the bucket back; the bucket's lock spans processes."""
-    host, port = chroma_server
-    cfg = merged(postgres_server.overlay(tmp_path / "edits"), {"store": {"chroma": {"mode": "http", "host": host,
-                                                                                      "port": port}}})
+    cfg = deployment(postgres_server, chroma_server, tmp_path / "edits")
     with Brain.open(tmp_path / "a", cfg) as a, Brain.open(tmp_path / "b", cfg) as b:
         a.write(space=SPACE, id="shared", title="shared note", body="edited from two hosts", importance=1)
         errors: list[BaseException] = []

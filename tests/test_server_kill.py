@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -22,46 +21,16 @@ import httpx
 import pytest
 import yaml
 
-from .conftest import free_port, merged
+from .conftest import ServeProcess, free_port, merged
 
 SPACE = "haven:kill"
 KEY_ENV = "OMBRE_TEST_PURGE_KEY"
 
 
-class Server:
+class Server(ServeProcess):
     def __init__(self, data: Path, config: Path, env: dict) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(data.parent / f"server-{self.port}.log", "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([sys.executable, "-m", "ombre_brain.cli", "serve", "--data", str(data),
-                                      "--config", str(config), "--port", str(self.port)],
-                                     stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"server exited: {Path(self.log.name).read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        raise AssertionError("server did not answer /healthz within 120 s")
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
-        self.log.close()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        if not self.log.closed:
-            self.log.close()
+        super().__init__(data, config, data.parent / f"server-{free_port()}.log", env=env)
+        self.wait()
 
 
 class Load(threading.Thread):
