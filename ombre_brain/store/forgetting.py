@@ -172,13 +172,18 @@ class ForgettingMixin:
         rows = self.ledger.query("SELECT m.bucket_id, m.id FROM moments m JOIN buckets b ON b.space = m.space AND "
                                  "b.id = m.bucket_id WHERE m.space = ? AND b.state != 'deleting'", (space,))
         missing = sorted({r[0] for r in rows if r[1] not in have})
-        buckets = []
+        added = 0
         for chunk in _chunks(missing):
-            marks = ",".join("?" * len(chunk))
-            buckets += [bucket_from_stored(json.loads(r[0])) for r in self.ledger.query(
-                f"SELECT data FROM buckets WHERE space = ? AND state != 'deleting' AND id IN ({marks})",
-                (space, *chunk))]
-        return self._reembed(buckets) if buckets else 0
+            # under the buckets' locks, read again: a delete that ran since the snapshot above has removed its
+            # vectors and rows (re-adding them would leave vectors no bucket owns); one running now waits
+            with self.bucket_lock(space, chunk):
+                marks = ",".join("?" * len(chunk))
+                buckets = [bucket_from_stored(json.loads(r[0])) for r in self.ledger.query(
+                    f"SELECT data FROM buckets WHERE space = ? AND state != 'deleting' AND id IN ({marks})",
+                    (space, *chunk))]
+                if buckets:
+                    added += self._reembed(buckets)
+        return added
 
 
 def _distinctive(term: str) -> bool:
