@@ -8,6 +8,8 @@ claim, the text goes when no claim is left, and the receipt says which buckets w
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ombre_brain import DuplicateError
@@ -156,3 +158,35 @@ def test_http_names_the_conflict_and_lists_the_sources(client):
     assert client.get("/v1/buckets/nope/sources", params={"space": SPACE}).status_code == 404
     r = client.post("/v1/buckets", json={"space": SPACE, "source": "c", "dedupe": False, **TEXT})
     assert r.status_code == 400 and "dedupe" in r.json()["error"]["message"]
+
+
+def test_export_and_import_keep_every_claim(brain, tmp_path):
+    from ombre_brain import Brain
+    from ombre_brain.tools.portability import export_space, import_jsonl
+
+    bid = brain.write(SPACE, source="a", **TEXT)
+    brain.write(SPACE, source="b", **TEXT)
+    solo = brain.write(SPACE, source="c", title="外婆的桂花糕")
+    out = tmp_path / "export.jsonl"
+    export_space(brain, SPACE, out)
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()[1:]]
+    assert {r["id"]: r.get("sources") for r in rows if r["kind"] == "bucket"} == {bid: ["b"], solo: None}
+    with Brain.open(tmp_path / "copy") as copy:
+        import_jsonl(copy, out)
+        assert copy.sources(SPACE, bid) == ["a", "b"] and copy.sources(SPACE, solo) == ["c"]
+        copy.purge(SPACE, source="a")
+        assert copy.get(SPACE, bid) is not None  # "b" still holds it in the copy too
+
+
+def test_an_import_refuses_sources_that_are_not_strings(brain, tmp_path):
+    from ombre_brain.tools.portability import ImportProblems, export_space, import_jsonl
+
+    brain.write(SPACE, source="a", **TEXT)
+    out = tmp_path / "export.jsonl"
+    export_space(brain, SPACE, out)
+    lines = out.read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[1])
+    row["sources"] = [5]
+    out.write_text("\n".join([lines[0], json.dumps(row, ensure_ascii=False)]) + "\n", encoding="utf-8")
+    with pytest.raises(ImportProblems, match="sources must be a list of source strings"):
+        import_jsonl(brain, out, space="haven:other")

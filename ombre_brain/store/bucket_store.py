@@ -206,6 +206,12 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         c.execute("INSERT INTO bucket_sources(space, bucket_id, source) VALUES (?,?,?) ON CONFLICT DO NOTHING",
                   (stored.space, stored.id, new.source or ""))
 
+    def add_claims(self, space: str, claims: Iterable[tuple[str, str]]) -> None:
+        """Record (bucket id, source) claims, as an import restores them; existing ones stay."""
+        with self.ledger.tx() as c:
+            c.executemany("INSERT INTO bucket_sources(space, bucket_id, source) VALUES (?,?,?) ON CONFLICT DO NOTHING",
+                          [(space, bid, src) for bid, src in claims])
+
     def sources(self, space: str, bucket_id: str) -> list[str]:
         """Every source holding a claim on the bucket ('' for a write without one), sorted."""
         return [r[0] for r in self.ledger.query("SELECT source FROM bucket_sources WHERE space = ? AND bucket_id = ? "

@@ -221,6 +221,7 @@ class _Parsed:
     buckets: list[tuple[int, Bucket]] = field(default_factory=list)
     edges: list[tuple[int, dict]] = field(default_factory=list)
     facts: list[tuple[int, dict]] = field(default_factory=list)
+    claims: dict[str, list[str]] = field(default_factory=dict)  # bucket id -> its other sources
 
 
 def _read_lines(path: Path) -> Iterator[tuple[int, str | Problem]]:
@@ -327,6 +328,11 @@ def parse_export(path: str | Path, *, brain, space: str | None = None) -> _Parse
                 problems.append(Problem(f"line {n}", f"bucket {bid!r} appears twice (first at line {seen_ids[bid]})"))
                 continue
             seen_ids[bid] = n
+            others = obj.pop("sources", [])
+            if not isinstance(others, list) or not all(isinstance(x, str) and len(x) <= 512 for x in others):
+                problems.append(Problem(f"line {n}", f"bucket {bid!r}: sources must be a list of source strings"))
+                continue
+            parsed.claims[bid] = others
             try:
                 parsed.buckets.append((n, bucket_from_dict(obj, limits=brain.limits)))
             except ValidationError as exc:
@@ -414,6 +420,9 @@ def import_jsonl(brain, path: str | Path, *, space: str | None = None,
     if parsed.buckets and model and model != brain.embedder.model_id:
         report.notes.append(f"exported with {model}; re-embedded with {brain.embedder.model_id}")
     refused_ids = apply_buckets(brain, target, [(f"line {n}", b) for n, b in parsed.buckets], report, progress)
+    brain.store.add_claims(target, [(bid, src) for bid, srcs in parsed.claims.items() if bid not in refused_ids
+                                    for src in srcs if not src or not brain.forget.is_suppressed(
+                                        target, brain.forget.source_digest(target, src))])
     existing = {(e.from_id, e.to_id, e.relation): e.confidence for e in brain.store.edges(target)}
     for n, e in parsed.edges:
         if e["from_id"] in refused_ids or e["to_id"] in refused_ids:
