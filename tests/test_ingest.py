@@ -187,6 +187,23 @@ def test_llm_extractor_writes_model_classified_buckets(llm_brain, standin):
     assert (kept["u"].valence, kept["u"].arousal, kept["u"].basis) == (0.3, 0.4, "inferred")
 
 
+def test_an_exchange_repeating_a_stored_memory_joins_its_sources(llm_brain, standin):
+    """The extractor's guesses never overwrite, and never fail on, what is stored (DESIGN §10)."""
+    space = "haven:repeat"
+    standin.extraction = EXTRACTION
+    user = EXTRACTION["user"]
+    mine = llm_brain.write(space, title=user["title"], body=user["body"], tags=user["tags"], importance=10,
+                           pinned=True)
+    job_id = llm_brain.gateway.enqueue_exchange(space, "s1", [{"role": "user", "content": TEXT}], "好，我记住了。")
+    assert llm_brain.gateway.ingest.run_due() == 1
+    job = llm_brain.gateway.ingest.table.get(job_id)
+    assert job["state"] == "done", job
+    assert mine in job["result"]["bucket_ids"]
+    kept = llm_brain.get(space, mine)
+    assert kept.importance == 10 and kept.pinned
+    assert llm_brain.sources(space, mine) == ["", f"exchange:{job_id}"]
+
+
 def test_failures_back_off_then_dead_letter_and_jobs_can_retry(llm_brain, standin, capsys):
     space, data = "haven:failing", str(llm_brain.path)
     standin.extract_status = 500

@@ -22,7 +22,8 @@ from typing import Any
 
 from ..classify import classify
 from ..config import Config, WriterConfig
-from ..errors import SourceSuppressedError, UpstreamError, ValidationError
+from ..errors import DuplicateError, SourceSuppressedError, UpstreamError, ValidationError
+from ..store.claims import CONTENT_FIELDS
 from ..store.ledger import Ledger
 from .jobs import JobTable, _iso
 from .upstream import message_text
@@ -268,9 +269,13 @@ class IngestQueue:
             bid = f"x{job['id'][:12]}{d.side}"
             fields = dict(d.fields)
             fields["body"] = fields["body"][: self.config.store.max_body_chars]
+            where = {"space": job["space"], "id": bid, "source": f"exchange:{job['id']}", "created": p.get("at")}
             try:
-                written.append(self.write(space=job["space"], id=bid, source=f"exchange:{job['id']}",
-                                                created=p.get("at"), **fields))
+                try:
+                    written.append(self.write(**where, **fields))
+                except DuplicateError:  # stored already, with other values: the exchange joins its sources,
+                    # and the stored values (perhaps the user's own) stay rather than the extractor's guesses
+                    written.append(self.write(**where, **{k: fields[k] for k in CONTENT_FIELDS if k in fields}))
             except SourceSuppressedError:
                 return {"bucket_ids": written, "suppressed": True, "extractor": self.cfg.extractor}
             except ValidationError as exc:

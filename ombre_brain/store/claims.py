@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from ..buckets import Bucket
 from ..errors import DuplicateError
 
+# What makes two writes the same memory (``Bucket.content_hash``): a write of only these never conflicts.
+CONTENT_FIELDS = ("title", "body", "tags", "type")
 # Fields a repeated write may differ in: where it lives and who sent it, and the write event itself
 # (its id and times; the caller gets the stored id back, so a different one is not silently lost).
 CLAIM_FREE_FIELDS = frozenset({"space", "source", "id", "created", "last_active"})
@@ -37,4 +39,4 @@ def check_claim(new: Bucket, stored: Bucket, given: Iterable[str], where: str = 
             existing_id=stored.id, fields=differ)
 
 
-__all__ = ["CLAIM_FREE_FIELDS", "check_claim", "differing_fields"]
+__all__ = ["CLAIM_FREE_FIELDS", "CONTENT_FIELDS", "check_claim", "differing_fields"]
