@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ombre_brain.buckets import Bucket, Comment, build_moments
+from ombre_brain.buckets import Bucket, build_moments
 from ombre_brain.config import ADMISSION_FEATURES, AdmissionModel, load_config
 from ombre_brain.recall_types import MomentHit
 from ombre_brain.retrieval.admission import (
@@ -24,6 +24,8 @@ from ombre_brain.retrieval.admission import (
 )
 from ombre_brain.retrieval.fusion import group_by_bucket
 
+from .test_fusion import RAIN, RAIN_MOMENTS  # one hand-made memory for the ranking and admission tests
+
 CFG = load_config()
 
 
@@ -31,13 +33,6 @@ def high_idf(term: str) -> float:
     return 3.0
 
 
-RAIN = Bucket(
-    id="rain_walk", space="s", title="雨夜散步", tags=("散步",),
-    body="### moment\n下班后我们在雨里散步，小雨把伞往我这边倾斜，自己的肩膀湿透了。\n"
-         "### affect_anchor\n那种被偷偷照顾的酸涩和温柔，像薄荷糖在舌尖慢慢化开。\n",
-    comments=(Comment("haven", "2026-01-01T00:00:00+00:00", "便利店的薄荷糖"),),
-)
-RAIN_MOMENTS = {m.id: m for m in build_moments(RAIN)}
 DOG = Bucket(id="dog", space="s", title="Our dog Biscuit chews every slipper in the house")
 SEA = Bucket(id="sea", space="s", title="一起去海边看日出")
 MINT_TERMS = ["我", "今天", "在", "便利店", "买", "了", "一包", "薄荷糖"]  # what jieba makes of the query

@@ -20,6 +20,21 @@ from ..tools.replay import run_scenario
 from .common import print_json
 
 
+def _show(res: dict, as_json: bool, fmt) -> int:
+    """Print a command's result as JSON or as its readable table."""
+    if as_json:
+        print_json(res)
+    else:
+        print(fmt(res))
+    return 0
+
+
+def _require_files(paths) -> None:
+    for f in paths:
+        if not Path(f).is_file():
+            raise ValidationError(f"no such file: {f}", field="data")
+
+
 def cmd_config_check(args) -> int:
     cfg = load_config(*(f for f in (args.file,) if f))
     print(yaml.safe_dump(cfg.to_dict(), allow_unicode=True, sort_keys=False), end="")
@@ -56,50 +71,39 @@ def _parse_ks(text: str) -> list[int]:
 
 def cmd_eval_locomo(args) -> int:
     res = eval_locomo(args.data, _parse_ks(args.k), config=args.config)
-    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_locomo(res))
-    return 0
+    return _show(res, args.json, format_locomo)
 
 
 def cmd_eval_recall(args) -> int:
-    if not Path(args.data).is_file():
-        raise ValidationError(f"no such file: {args.data}", field="data")
+    _require_files([args.data])
     res = eval_recall(args.data, config=args.config)
-    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_recall(res))
-    return 0
+    return _show(res, args.json, format_recall)
 
 
 def cmd_eval_inject(args) -> int:
-    for f in args.data:
-        if not Path(f).is_file():
-            raise ValidationError(f"no such file: {f}", field="data")
+    _require_files(args.data)
     res = eval_inject(args.data, locomo=args.locomo, config=args.config)
-    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_inject(res))
-    return 0
+    return _show(res, args.json, format_inject)
 
 
 def cmd_eval_plan(args) -> int:
     res = eval_plan(args.data, config=args.config)
-    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_plan(res))
-    return 0
+    return _show(res, args.json, format_plan)
 
 
 def cmd_eval_longmemeval(args) -> int:
     if not Path(args.data).is_dir():
         raise ValidationError(f"no such folder: {args.data}", field="data")
     res = eval_longmemeval(args.data, config=args.config)
-    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_longmemeval(res))
-    return 0
+    return _show(res, args.json, format_longmemeval)
 
 
 def cmd_calibrate(args) -> int:
-    for f in args.data:
-        if not Path(f).is_file():
-            raise ValidationError(f"no such file: {f}", field="data")
+    _require_files(args.data)
     res = calibrate(args.data, locomo=args.locomo, config=args.config, folds=args.folds)
     if args.out:
         write_overlay(res, args.out)
-    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_calibration(res))
-    return 0
+    return _show(res, args.json, format_calibration)
 
 
 def cmd_bench(args) -> int:
@@ -111,8 +115,7 @@ def cmd_bench(args) -> int:
     turns = args.turns or not args.write
     res = run_bench(args.buckets, args.queries, seed=args.seed, write=write, turns=turns, config=args.config,
                     data_dir=args.keep, context=args.context)
-    print(json.dumps(res, ensure_ascii=False, indent=2) if args.json else format_bench(res))
-    return 0
+    return _show(res, args.json, format_bench)
 
 
 def _plot(out: str, files: list[str]) -> int:
