@@ -328,7 +328,7 @@ class Forgetter:
             for chunk in _chunks(plan.bucket_ids, 200):
                 store.delete(space, chunk)
             if "source" in target:  # a write that passed its check just before the purge began
-                out["late_buckets"] = len(store.delete(space, store.ids_by_source(space, target["source"])))
+                out["late_buckets"] = len(store.delete(space, store.release_source(space, target["source"])))
         out["sessions"] += (self.sessions.forget_space(space) if whole
                             else self.sessions.forget_buckets(space, plan.bucket_ids))
         out["facts"] = self._forget_facts(space, plan, whole)

@@ -40,8 +40,9 @@ class ForgettingMixin:
                                      (space, *chunk)).fetchall()
         return [(r["id"], r["source"]) for r in rows]
 
-    def ids_by_source(self, space: str, source: str) -> list[str]:
-        """Buckets only this source holds (a purge by source deletes these; see :meth:`release_claims`)."""
+    def release_source(self, space: str, source: str) -> list[str]:
+        """Drop ``source``'s claim where another source holds the bucket too; return the buckets only it holds
+        (what a purge by source then deletes)."""
         with self.ledger.tx() as c:
             rows = self.purge_rows(c, space, source=source)
             kept = self.held_elsewhere(c, space, [bid for bid, _ in rows], source)
