@@ -91,7 +91,7 @@ class FusionConfig:
 
 
 ADMISSION_FEATURES = ("lexical", "cosine", "dense_z", "margin", "gap", "dense_rr", "lexical_rr", "cross_script",
-                      "use_cos", "use_z", "use_margin", "use_gap")
+                      "use_cos", "use_z", "use_margin", "use_gap", "aligned", "aligned_min")
 """The admission features (retrieval/admission.py defines each); weights are keyed by these names."""
 
 

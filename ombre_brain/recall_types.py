@@ -154,23 +154,27 @@ class Admission:
     coverage: float | None = None    # share of the query's term weight the bucket's evidence text covers
     evidence: float | None = None    # the calibrated probability that this is a wanted memory (DESIGN §13)
     features: dict | None = None     # what the evidence was computed from
+    aligned: tuple[tuple[str, str, float], ...] = ()  # (asked term, closest memory word, cosine)
 
     def to_dict(self) -> dict:
         d = {"admitted": self.admitted, "reason": self.reason, "matched_terms": list(self.matched_terms),
              "semantic_score": self.semantic_score,
              "coverage": None if self.coverage is None else round(self.coverage, 4)}
         if self.evidence is not None:
-            d.update(evidence=self.evidence, features=dict(self.features or {}))
+            d.update(evidence=self.evidence, features=dict(self.features or {}),
+                     aligned=[{"term": t, "word": w, "cosine": c} for t, w, c in self.aligned])
         return d
 
     def summary(self) -> str:
-        """One line for people: 'evidence 0.81 — lexical 0.0, dense z 3.4, cross-script'."""
+        """One line for people: 'evidence 0.81 — lexical 0.0, dense z 3.4, cross-script, aligned beach→海边 0.62'."""
         if self.evidence is None:
             return self.reason
         f = self.features or {}
         parts = [f"lexical {f.get('lexical', 0.0):.2f}", f"dense z {f.get('dense_z', 0.0):.1f}"]
         if f.get("cross_script"):
             parts.append("cross-script")
+        if self.aligned:
+            parts.append("aligned " + " ".join(f"{t}→{w or '?'} {c:.2f}" for t, w, c in self.aligned))
         return f"evidence {self.evidence:.2f} — " + ", ".join(parts)
 
 

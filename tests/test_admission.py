@@ -22,7 +22,9 @@ from ombre_brain.retrieval.admission import (
     lexical_match,
     query_evidence,
 )
+from ombre_brain.retrieval.alignment import Alignment
 from ombre_brain.retrieval.fusion import group_by_bucket
+from ombre_brain.retrieval.terms import term_weight
 
 from .test_fusion import RAIN, RAIN_MOMENTS  # one hand-made memory for the ranking and admission tests
 
@@ -75,6 +77,24 @@ def test_lexical_feature_is_term_coverage():
     assert features(c, ["鹦鹉"])["lexical"] == 0.0
 
 
+def test_a_shorter_cut_of_a_word_covers_only_its_share():
+    """jieba cuts 女朋友 into 女朋友 and 朋友; a memory of a boyfriend holds 朋友 and says nothing of a girlfriend."""
+    b = Bucket(id="bf", space="s", title="她和男朋友在一起四年了")
+    c = cands_of((b, None, 2.0))
+    assert features(c, ["男朋友", "朋友"])["lexical"] == 1.0
+    share = features(c, ["女朋友", "朋友"])["lexical"]
+    assert share == pytest.approx(term_weight("朋友") / term_weight("女朋友"), abs=1e-3)
+    assert share < CFG.retrieval.min_term_coverage
+
+
+def test_written_english_words_count_alike_in_coverage():
+    """Half of a LoCoMo question written in the turn admits it ("When did Maria's grandmother pass away?" against
+    "my grandma passed away"); weighing words by rarity let the one unwritten rare word sink such answers."""
+    b = Bucket(id="gran", space="s", title="Maria: my grandma passed away last week")
+    c = cands_of((b, None, 2.0))
+    assert features(c, ["grandmother", "pass", "away", "maria's"], query_is_cjk=False)["lexical"] == 0.5
+
+
 def test_conversation_context_never_dilutes_a_memory_the_message_itself_names():
     """Context terms join the asked terms at lower weight; a memory holding all of the message's own
     terms keeps full coverage (context dilution made MADial's proactive recall fall from 36.8 to 15.8)."""
@@ -116,6 +136,18 @@ def test_an_english_only_embedder_gives_no_dense_evidence_on_cjk():
     c = cands_of((SEA, 0.99, None), (DOG, 0.20, None))
     f = features(c, [], 0, cjk_capable=False)
     assert f["cosine"] == f["dense_z"] == f["margin"] == f["dense_rr"] == 0.0
+
+
+def test_aligned_features_come_from_the_word_alignment():
+    c = cands_of((SEA, 0.85, None), (DOG, 0.80, None))
+    al = {"sea": Alignment(0.72, 0.62, (("beach", "海边", 0.62), ("trip", "旅行", 0.82)))}
+    q = query_evidence(c, asked_terms([], idf=high_idf, cfg=CFG), query_is_cjk=False, aligned=al)
+    f = candidate_features(c[0], q, 0.0)
+    assert (f["aligned"], f["aligned_min"]) == (0.72, 0.62)
+    assert candidate_features(c[1], q, 0.0)["aligned"] == 0.0  # nothing aligned: no evidence from words
+    a = admit(c[0], q, cfg=CFG, model=AdmissionModel(weights={"aligned_min": 1.0}, bias=0.0, admit=0.5))
+    assert a.aligned == al["sea"].pairs and "aligned beach→海边 0.62 trip→旅行 0.82" in a.summary()
+    assert a.to_dict()["aligned"][0] == {"term": "beach", "word": "海边", "cosine": 0.62}
 
 
 def test_no_background_means_no_z():
@@ -267,6 +299,8 @@ def test_the_direct_seed_gate_carries_the_evidence_and_the_debug_page_shows_it(t
         assert sea["admission"]["evidence"] > 0.5 and sea["admission_summary"].startswith("evidence ")
         html = client.get("/debug/", query_string={"space": "dbg:x", "q": Q}).get_data(as_text=True)
         assert "admitted: evidence " in html and "dense z" in html
+        if b.store.second is not None:  # the words each asked term was matched to, across languages
+            assert sea["admission"]["aligned"] and "aligned " in html and "sunrise→日出" in html
 
 
 def test_calibrate_separates_a_tiny_hand_made_set(tmp_path):
@@ -328,3 +362,43 @@ def test_calibrate_counts_injections_as_a_turn_would(rows, wanted, same, cross):
     questions = [Question("positive" if w else "negative", "zh", w, "s") for w in wanted]
     got = Injections(ex, questions).hits(p, (same, cross)).tolist()
     assert got == _injected_by_hand(ex, p, questions, (same, cross))
+
+
+def test_the_threshold_guards_what_the_score_adds_not_what_words_already_admit():
+    """Near misses written in their memories inject through lexical evidence at any threshold (here 4 of 20);
+    the thresholds are still fitted, to what the score adds: no more false recall, every positive in."""
+    from ombre_brain.tools.calibrate import Example, Injections, Question, choose_threshold
+
+    ex, qs = [], []
+    for i in range(20):
+        qs.append(Question("negative", "zh", False, "s"))
+        ex.append(Example((0.0,), 0, len(qs) - 1, f"n{i}", 1.0, "s", lexical_ok=i < 4))
+    for i in range(20):
+        qs.append(Question("positive", "zh", True, "s"))
+        ex.append(Example((0.0,), 1, len(qs) - 1, f"p{i}", 1.0, "s"))
+    qs.append(Question("casual", "zh", False, "s"))
+    ex.append(Example((0.0,), 0, len(qs) - 1, "c", 1.0, "s"))
+    p = np.array([0.3] * 20 + [0.6] * 20 + [0.55])
+    t = choose_threshold(ex, p, qs)
+    hit = Injections(ex, qs).hits(p, t)
+    assert hit[20:40].all() and hit[:20].sum() == 4 and not hit[40]
+    assert 0.55 < t[0] <= 0.6  # a casual message may never inject: it alone holds the threshold above 0.55
+
+
+def test_cross_script_absent_topics_have_their_own_budget():
+    """Questions about memories in another script are guarded apart: a loose cross-script threshold cannot
+    spend the same-script questions' allowance, nor the other way round."""
+    from ombre_brain.tools.calibrate import Example, Injections, Question, choose_threshold
+
+    ex, qs = [], []
+    for cross in (False, True):
+        for i in range(15):  # absent topics: one weighed candidate each at 0.5
+            qs.append(Question("negative", "en", False, "s"))
+            ex.append(Example((0.0,), 0, len(qs) - 1, f"n{cross}{i}", 1.0, "s", cross=cross))
+        for i in range(15):  # lookups: the wanted memory at 0.8 (same script) or 0.55 (across)
+            qs.append(Question("positive" if not cross else "crosslingual", "en", True, "s"))
+            ex.append(Example((0.0,), 1, len(qs) - 1, f"p{cross}{i}", 1.0, "s", cross=cross))
+    p = np.array([0.5] * 15 + [0.8] * 15 + [0.5] * 15 + [0.55] * 15)
+    same, across = choose_threshold(ex, p, qs)
+    assert 0.5 < same <= 0.8 and 0.5 < across <= 0.55
+    assert not Injections(ex, qs).hits(p, (same, across))[[*range(15), *range(30, 45)]].any()

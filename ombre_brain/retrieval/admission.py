@@ -14,7 +14,9 @@ direct candidate a small fixed feature vector is computed from what the turn alr
   evidence cannot exist and dense evidence alone must be able to admit;
 - ``use_cos``, ``use_z``, ``use_margin``, ``use_gap``: the second opinion's (USE v3) cosine, its
   z-score against the same background, and its margin and gap among the weighed candidates
-  (0 when the second opinion is off).
+  (0 when the second opinion is off);
+- ``aligned``, ``aligned_min``: how much of what is asked the memory says in any words or language,
+  and its weakest key term (:mod:`.alignment`; 0 when the second opinion is off).
 
 ``evidence = sigmoid(w · x + b)`` with one weight set per embedding model
 (``retrieval.admission.models.<model id>``, fitted by ``ombre-brain calibrate``); a candidate is
@@ -35,9 +37,13 @@ from typing import Any
 from ..config import ADMISSION_FEATURES, AdmissionModel
 from ..recall_types import Admission, Candidate
 from ..text import CJK_RE, is_cjk_text
+from .alignment import NONE as NO_ALIGNMENT
+from .alignment import Alignment
+from .terms import term_weight
 
-__all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admit", "asked_terms", "candidate_features",
-           "discriminative_terms", "evidence_of", "query_evidence", "term_weight", "threshold_for"]
+__all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admit", "asked_terms",
+           "candidate_features", "discriminative_terms", "evidence_of", "lexical_admits", "query_evidence",
+           "threshold_for"]
 
 FEATURES = ADMISSION_FEATURES
 """The admission features, in a fixed order (weights are keyed by these names)."""
@@ -96,19 +102,6 @@ def _found(term: str, text: str) -> bool:
     return False
 
 
-def term_weight(term: str) -> float:
-    """What a query term is worth as topic evidence: how specific it is in the language.
-
-    Everyday words (名字, 样子, 觉得) weigh little, specific ones (鹦鹉, 年糕) a lot; Latin words
-    have no prior here and weigh 1 each.
-    """
-    from .lexical import general_idf
-
-    if CJK_RE.search(term):
-        return max(general_idf(term) - 4.0, 0.5)
-    return 1.0
-
-
 def _term_groups(plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any) -> list[tuple[set[str], float]]:
     """What the query asks about: its terms, with jieba's overlapping cuts (小时/小时候) grouped.
 
@@ -153,12 +146,22 @@ def asked_terms(plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg: 
 def _coverage(asked: AskedTerms, matched: Sequence[str]) -> float:
     """The share of the asked term weight a memory holds: of the message's own terms, or of the message's
     and the conversation's together, whichever is more. Context adds a way in (a memory of the topic the
-    conversation is on); it never dilutes a memory that answers the message itself."""
+    conversation is on); it never dilutes a memory that answers the message itself.
+
+    A group held only through a shorter cut (朋友 of 女朋友, 火锅 of 重庆火锅) counts for that cut's share
+    of the group's weight: a memory about a boyfriend or a best friend does not say what a girlfriend is.
+    """
     got = set(matched)
+
+    def held(members: frozenset[str]) -> float:
+        found = members & got
+        if not found:
+            return 0.0
+        return min(1.0, max(term_weight(m) for m in found) / max(term_weight(m) for m in members))
 
     def share(groups) -> float:
         total = sum(w for _, w in groups)
-        return sum(w for members, w in groups if members & got) / total if total > 0 else 0.0
+        return sum(w * held(members) for members, w in groups) / total if total > 0 else 0.0
 
     whole = share(asked.groups)
     if asked.message_groups is None:
@@ -231,6 +234,7 @@ class QueryEvidence:
     lexical_rank: Mapping[str, int]
     cjk_capable: bool = True                   # False: an English-only embedder (MiniLM maps CJK to [UNK])
     second: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)  # bucket -> (cos, z)
+    aligned: Mapping[str, Alignment] = dataclasses.field(default_factory=dict)  # bucket -> word alignment
 
 
 def content_cosine(c: Candidate) -> float | None:
@@ -241,7 +245,8 @@ def content_cosine(c: Candidate) -> float | None:
 def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cjk: bool,
                    background: Background | None = None, cjk_capable: bool = True,
                    exact: Mapping[str, float] | None = None,
-                   second: Mapping[str, tuple[float, float]] | None = None) -> QueryEvidence:
+                   second: Mapping[str, tuple[float, float]] | None = None,
+                   aligned: Mapping[str, Alignment] | None = None) -> QueryEvidence:
     """Per query: each candidate's content cosine and its rank in each channel.
 
     ``exact`` gives cosines computed from stored vectors for candidates dense search did not return;
@@ -257,7 +262,8 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
                                    default=0.0) for c in cands}
     lexical = sorted((b for b, s in lex_scores.items() if s > 0), key=lambda b: (-lex_scores[b], b))
     return QueryEvidence(asked, query_is_cjk, background, cosines, {b: i for i, b in enumerate(dense, 1)},
-                         {b: i for i, b in enumerate(lexical, 1)}, cjk_capable=cjk_capable, second=dict(second or {}))
+                         {b: i for i, b in enumerate(lexical, 1)}, cjk_capable=cjk_capable, second=dict(second or {}),
+                         aligned=dict(aligned or {}))
 
 
 def candidate_features(c: Candidate, q: QueryEvidence, coverage: float) -> dict[str, float]:
@@ -274,6 +280,7 @@ def candidate_features(c: Candidate, q: QueryEvidence, coverage: float) -> dict[
         use_lower = [v for v in use_others if v <= use_cos]
         use_margin = use_cos - (use_others[0] if use_others else use_cos)
         use_gap = use_cos - (use_lower[0] if use_lower else use_cos)
+    al = q.aligned.get(bid, NO_ALIGNMENT)
     out = {
         "lexical": round(coverage, 6),
         "lexical_rr": round(1.0 / q.lexical_rank[bid], 6) if bid in q.lexical_rank else 0.0,
@@ -282,18 +289,22 @@ def candidate_features(c: Candidate, q: QueryEvidence, coverage: float) -> dict[
         "use_z": round(use_z, 6),
         "use_margin": round(use_margin, 6),
         "use_gap": round(use_gap, 6),
+        "aligned": al.aligned,
+        "aligned_min": al.aligned_min,
     }
     if not q.cjk_capable and (q.query_is_cjk or memory_cjk):
         # An English-only embedder maps CJK to [UNK]: its cosines say nothing, so the dense features are zero.
-        return out | {"cosine": 0.0, "dense_z": 0.0, "margin": 0.0, "gap": 0.0, "dense_rr": 0.0}
-    z = q.background.z(cos, c.best.moment.id) if q.background is not None else 0.0
-    return out | {
-        "cosine": round(cos, 6),
-        "dense_z": round(z, 6),
-        "margin": round(cos - best_other, 6),
-        "gap": round(cos - (lower[0] if lower else cos), 6),
-        "dense_rr": round(1.0 / q.dense_rank[bid], 6) if bid in q.dense_rank else 0.0,
-    }
+        out |= {"cosine": 0.0, "dense_z": 0.0, "margin": 0.0, "gap": 0.0, "dense_rr": 0.0}
+    else:
+        z = q.background.z(cos, c.best.moment.id) if q.background is not None else 0.0
+        out |= {
+            "cosine": round(cos, 6),
+            "dense_z": round(z, 6),
+            "margin": round(cos - best_other, 6),
+            "gap": round(cos - (lower[0] if lower else cos), 6),
+            "dense_rr": round(1.0 / q.dense_rank[bid], 6) if bid in q.dense_rank else 0.0,
+        }
+    return out
 
 
 def evidence_of(features: Mapping[str, float], model: AdmissionModel) -> float:
@@ -309,12 +320,19 @@ def threshold_for(model: AdmissionModel, features: Mapping[str, float]) -> float
     return model.admit
 
 
+def lexical_admits(first: str | None, coverage: float, cfg: Any) -> bool:
+    """Route 2 of :func:`admit`: a discriminative term is written in the memory and the written terms cover at
+    least ``retrieval.min_term_coverage`` of what the query asks (calibrate counts injections with it too)."""
+    return first is not None and coverage >= cfg.retrieval.min_term_coverage
+
+
 def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionModel | None) -> Admission:
     """Whether a candidate has evidence enough for a direct hit (DESIGN §13; the direct seed gate reads it).
 
     1. only context-only moments matched -> ``context_only_match``, never admitted;
     2. lexical evidence: a discriminative query term in the title, summary, tags or main body,
-       covering at least ``retrieval.min_term_coverage`` of the query's term weight ->
+       covering at least ``retrieval.min_term_coverage`` of the query's term weight
+       (:func:`lexical_admits`) ->
        ``term_in_<field>`` (what is asked about is written in the memory; a new user's few
        memories are recalled on it from the first day);
     3. with a fitted model, for the ``max_rank`` best candidates: ``evidence_above_threshold`` when
@@ -329,18 +347,20 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
     if not content:
         return Admission(False, "context_only_match", semantic_score=semantic)
     matched, first, coverage = lexical_match(candidate, q.asked)
-    lexical_ok = first is not None and coverage >= cfg.retrieval.min_term_coverage
+    lexical_ok = lexical_admits(first, coverage, cfg)
     weighed = model is not None and candidate.rank <= cfg.retrieval.admission.max_rank
     feats = candidate_features(candidate, q, coverage) if weighed else None
     ev = round(evidence_of(feats, model), 6) if weighed else None
+    aligned = q.aligned.get(candidate.bucket.id, NO_ALIGNMENT).pairs if weighed else ()
     if lexical_ok:  # what the query asks about is written in the memory: that alone is evidence
-        return Admission(True, f"term_in_{first}", matched, semantic, coverage, evidence=ev, features=feats)
+        return Admission(True, f"term_in_{first}", matched, semantic, coverage, evidence=ev, features=feats,
+                         aligned=aligned)
     if model is not None and not weighed:
         return Admission(False, "below_admission_rank", matched, semantic, coverage)
     if weighed:
         ok = ev >= threshold_for(model, feats)
         return Admission(ok, "evidence_above_threshold" if ok else "evidence_below_threshold", matched, semantic,
-                         coverage, evidence=ev, features=feats)
+                         coverage, evidence=ev, features=feats, aligned=aligned)
     if first is not None:
         return Admission(False, "weak_term_coverage", matched, semantic, coverage)
     return Admission(False, "no_topic_evidence", semantic_score=semantic)

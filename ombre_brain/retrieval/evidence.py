@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from time import perf_counter
 
@@ -18,14 +19,25 @@ import numpy as np
 from ..config import AdmissionModel, Config
 from ..recall_types import Candidate, QueryPlan
 from ..text import is_cjk_text
-from .admission import Background, QueryEvidence, admit, asked_terms, content_cosine, query_evidence
+from .admission import (
+    AskedTerms,
+    Background,
+    QueryEvidence,
+    admit,
+    asked_terms,
+    content_cosine,
+    query_evidence,
+)
+from .alignment import Alignment, align, memory_words
 from .candidates import Retrieval, conversation_vector
+from .terms import normalize_term
 
 log = logging.getLogger("ombre_brain")
 
 BACKGROUND_SAMPLE = 256  # moments whose cosines to the query are its background in the space
 MIN_BACKGROUND = 8
 MIN_IDF_MOMENTS = 8  # below this a space's own idf cannot tell common words from rare ones
+WORD_CACHE = 4096  # buckets whose words are kept (they are cut by jieba once per version)
 
 
 class Admitter:
@@ -37,6 +49,8 @@ class Admitter:
         self._samples: dict[str, tuple[int, tuple]] = {}  # space -> (moments when sampled, the sample)
         self._lock = threading.Lock()
         self._warned: set[str] = set()
+        self._stop = frozenset(w.casefold() for w in config.lexical.stop_words)
+        self._words: OrderedDict[tuple, tuple[str, ...]] = OrderedDict()  # bucket version -> its words
 
     def admit(self, space: str, plan: QueryPlan, found: Retrieval) -> Retrieval:
         """The admission stage: each candidate's evidence and verdict (DESIGN §13), on the found candidates."""
@@ -58,13 +72,14 @@ class Admitter:
 
     def query_evidence(self, space: str, plan: QueryPlan, found: Retrieval, *, dense: bool = True) -> QueryEvidence:
         """What admission knows about the query: its asked terms, its background, the channels' ranks, and for the
-        candidates it weighs, exact cosines and the second opinion."""
+        candidates it weighs, exact cosines, the second opinion and the word alignment."""
         emb = self.store.embedder
         query = plan.query or plan.normalized
         asked = asked_terms(plan.terms, idf=self._idf(space), cfg=self.cfg, context=plan.context_terms)
         background = exact = second = None
+        weighed = [c for c in found.candidates if c.rank <= self.cfg.retrieval.admission.max_rank]
+        aligned = self._alignment(asked, weighed)
         if dense and query.strip():
-            weighed = [c for c in found.candidates if c.rank <= self.cfg.retrieval.admission.max_rank]
             qvec = found.qvec if found.qvec is not None else conversation_vector(emb.query, plan)
             sample = self._sample(space)
             if sample is not None:
@@ -72,7 +87,7 @@ class Admitter:
             exact = self._exact_cosines(space, qvec, [c for c in weighed if content_cosine(c) is None])
             second = self._second_opinion(space, plan, weighed, sample)
         return query_evidence(found.candidates, asked, query_is_cjk=is_cjk_text(query), background=background,
-                              cjk_capable=emb.cjk_capable, exact=exact, second=second)
+                              cjk_capable=emb.cjk_capable, exact=exact, second=second, aligned=aligned)
 
     def _idf(self, space: str):
         """The space's idf; in a space of a few moments every word is "common", so there a seen word counts as
@@ -110,6 +125,37 @@ class Admitter:
                 out[bid] = (cos, bg.z(cos, mid) if bg is not None else 0.0)
         return out
 
+    def _alignment(self, asked: AskedTerms, cands: Sequence[Candidate]) -> dict[str, Alignment]:
+        """Each candidate's word alignment to what the message asks (its own terms, else the conversation's),
+        from the second opinion's word vectors; none where the second opinion is off."""
+        enc = self.store.second
+        if enc is None or not cands:
+            return {}
+        groups = asked.groups[:asked.message_groups] if asked.message_groups else asked.groups
+        asked_words = [t for members, _ in groups for t in members]
+        if not asked_words:
+            return {}
+        words = {c.bucket.id: self._memory_words(c.bucket) for c in cands}
+        vectors = enc.words(list(dict.fromkeys([normalize_term(t) for t in asked_words]
+                                               + [w for ws in words.values() for w in ws])))
+        return {bid: align([members for members, _ in groups], ws, vectors, stop=self._stop)
+                for bid, ws in words.items()}
+
+    def _memory_words(self, b) -> tuple[str, ...]:
+        """A memory's admissible words (title, summary, tags, main body), cut once per version of its text."""
+        key = (b.space, b.id, b.content_hash(), b.summary or "")
+        with self._lock:
+            hit = self._words.get(key)
+            if hit is not None:
+                self._words.move_to_end(key)
+                return hit
+        words = memory_words((b.title, b.summary or "", "\n".join(b.tags), b.main_text), self.store.tokens, self._stop)
+        with self._lock:
+            self._words[key] = words
+            while len(self._words) > WORD_CACHE:
+                self._words.popitem(last=False)
+        return words
+
     def admission_model(self, model_id: str) -> AdmissionModel | None:
         """The fitted admission for this embedder, or None (lexical-only admission, with a warning once)."""
         model = self.cfg.retrieval.admission.models.get(model_id)
@@ -136,9 +182,10 @@ class Admitter:
         return sample
 
     def clear_cache(self) -> None:
-        """Forget the sampled background vectors (a purge: they were made from memory text)."""
+        """Forget the sampled background vectors and the memories' words (a purge: both come from memory text)."""
         with self._lock:
             self._samples.clear()
+            self._words.clear()
 
 
 __all__ = ["Admitter"]

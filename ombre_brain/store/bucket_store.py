@@ -131,9 +131,11 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         return self._embedder
 
     def clear_cache(self) -> None:
-        """Forget the loaded embedder's cached query vectors (nothing to do before it is loaded)."""
+        """Forget the loaded encoders' cached queries and words (nothing to do before they are loaded)."""
         if self._embedder is not None:
             self._embedder.clear_cache()
+        if self._second_loaded and self._second is not None:
+            self._second.clear_cache()
 
     def tokens(self, text: str) -> list[str]:
         return self._tokenize(text)
