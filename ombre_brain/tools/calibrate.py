@@ -5,8 +5,9 @@ becomes one example: its feature vector (:mod:`ombre_brain.retrieval.admission`)
 it a wanted memory of the question?). Negatives and casual messages contribute only label-0
 examples; messages the planner skips never reach admission and are left out. A logistic regression
 (L2, on standardised features, folded back to raw-feature weights) gives ``evidence``; the threshold
-is the lowest one at which absent-topic and casual questions inject something at most
-``MAX_FALSE_RECALL`` of the time, and within that, the one that injects the most wanted memories.
+is the one that injects the most wanted memories while the score adds at most ``MAX_FALSE_RECALL``
+to the absent-topic questions that inject something (and no casual message), over what lexical
+evidence injects at any threshold.
 
 With about a hundred labelled questions, in-sample figures flatter: the command also reports k-fold
 cross-validated figures, folds grouped by memory (a question's wanted memory and every question
@@ -26,7 +27,7 @@ import yaml
 
 from ..config import ADMISSION_FEATURES, AdmissionModel
 from ..errors import ValidationError
-from ..retrieval.admission import candidate_features, lexical_match
+from ..retrieval.admission import candidate_features, lexical_admits, lexical_match
 from ..text import is_cjk_text
 from ..turn.conversation import normalize_context
 from .eval_inject import (
@@ -76,7 +77,6 @@ def examples_of(s: InjectSet, offset: int, *, config=None, show_progress: bool =
     with built_store(s, config) as (brain, space):
         model_id = brain.admitter.model_key()
         max_rank = brain.config.retrieval.admission.max_rank
-        min_coverage = brain.config.retrieval.min_term_coverage
         bar = tqdm(total=len(s.cases), desc=f"{s.name}: features", unit="q", leave=False, file=sys.stderr,
                    disable=None if show_progress else True)
         for i, c in enumerate(s.cases):
@@ -95,7 +95,7 @@ def examples_of(s: InjectSet, offset: int, *, config=None, show_progress: bool =
                 if all(h.moment.context_only for h in cand.hits):
                     continue  # never admissible
                 _, first, coverage = lexical_match(cand, q.asked)
-                lexical_ok = first is not None and coverage >= min_coverage
+                lexical_ok = lexical_admits(first, coverage, brain.config)
                 if cand.rank > max_rank and not lexical_ok:
                     continue  # never weighed for admission in a turn
                 f = candidate_features(cand, q, coverage)
@@ -193,17 +193,22 @@ def outcomes(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Question]
 
 
 SCORED_KINDS = ("positive", "crosslingual")  # what the threshold maximises (per set, then averaged)
-GUARD_KINDS = ("negative", "casual")           # what it must keep within MAX_FALSE_RECALL
 GRID = [i / 100 for i in range(2, 100)]
 
 
 def choose_threshold(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Question]) -> Thresholds:
-    """The thresholds with the most wanted injections among those keeping false recall within MAX_FALSE_RECALL.
+    """The thresholds with the most wanted injections among those that keep what the score adds within bounds.
 
-    Recall is averaged over each set's positive and cross-lingual questions, so no one set decides;
-    the guard is the absent-topic and casual questions (LoCoMo's adversarial ones are reported, not used).
-    Every pair on the grid is tried (the same-script and the cross-script threshold trade against one
-    guard, so one at a time gets stuck); ties go to the higher, more cautious pair.
+    The thresholds decide only what the score admits; lexical evidence admits whatever they are. So the
+    guard is on what the score adds over lexical admission alone: at most MAX_FALSE_RECALL more of the
+    absent-topic questions may inject something, counted apart for questions about memories in their own
+    script and in another (each threshold guards its own population), and not one more casual message.
+    (A set whose near misses are written in its memories injects them through lexical evidence at any
+    threshold; a guard on the total would shut the score off altogether.) Recall is averaged over each
+    set's positive and cross-lingual questions, so no one set decides; LoCoMo's adversarial questions are
+    reported, not used.
+    Every pair on the grid is tried (a question about memories in both scripts meets both thresholds, so
+    one at a time gets stuck); ties go to the higher, more cautious pair.
     """
     inj = Injections(ex, questions)
     scored: dict[tuple[str, str], list[int]] = {}
@@ -211,14 +216,22 @@ def choose_threshold(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Q
         if q.kind in SCORED_KINDS:
             scored.setdefault((q.source, q.kind), []).append(qi)
     groups = [np.array(v) for v in scored.values()]
-    guard = np.array([qi for qi, q in enumerate(questions) if q.kind in GUARD_KINDS], dtype=np.int64)
+    across: dict[int, bool] = {}  # a question is about memories in another script when its best candidate is
+    for e in sorted(ex, key=lambda e: -e.fused):
+        across.setdefault(e.query, e.cross)
+    negatives = [np.array([qi for qi, q in enumerate(questions) if q.kind == "negative" and across.get(qi, False) == x],
+                          dtype=np.int64) for x in (False, True)]
+    casual = np.array([qi for qi, q in enumerate(questions) if q.kind == "casual"], dtype=np.int64)
+    lexical = inj.hits(p, (2.0, 2.0))  # what lexical evidence injects on its own
     crosses = GRID if inj.cross[inj.weighed].any() else [None]
     best: tuple[float, float, float] = (-1.0, 0.99, 0.99)
     for same in GRID:
         for cross in crosses:
             t = (same, same if cross is None else cross)
             hit = inj.hits(p, t)
-            if len(guard) and hit[guard].mean() > MAX_FALSE_RECALL:
+            if any(len(n) and hit[n].mean() - lexical[n].mean() > MAX_FALSE_RECALL for n in negatives):
+                continue
+            if len(casual) and hit[casual].sum() > lexical[casual].sum():
                 continue
             recall = float(np.mean([hit[g].mean() for g in groups])) if groups else 0.0
             if (recall, t[0] + t[1]) > (best[0], best[1] + best[2]):
@@ -267,7 +280,8 @@ def calibrate(paths: Sequence[str | Path], *, locomo: str | Path | None = None, 
         fw, fb = fit_logistic(x[train], y[train], weights=sw[train])
         cv_p[~train] = predict(x[~train], fw, fb)
     t = choose_threshold(ex, cv_p, questions)  # placed on out-of-fold scores: in-sample ones flatter
-    fitted = (f"ombre-brain calibrate {' '.join('--data ' + str(pp) for pp in paths)}"
+    overlay = f" --config {config}" if isinstance(config, (str, Path)) else ""
+    fitted = (f"ombre-brain calibrate{overlay} {' '.join('--data ' + str(pp) for pp in paths)}"
               f"{' --locomo ' + str(locomo) if locomo else ''} ({len(questions)} questions, "
               f"{sum(e.weighed for e in ex)} candidates)")
     model = AdmissionModel(weights={n: round(float(v), 4) for n, v in zip(ADMISSION_FEATURES, w, strict=True)},
