@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -36,6 +37,28 @@ LEDGER_MODE = os.environ.get("OMBRE_TEST_LEDGER", "sqlite")  # sqlite | postgres
 PG_KEY_ENV = "OMBRE_TEST_SHARED_PURGE_KEY"
 os.environ.setdefault(PG_KEY_ENV, "a-purge-key-every-test-process-shares")
 PG_KEYS = {"forget": {"keys": {"shared": PG_KEY_ENV}, "active_kid": "shared"}}
+
+
+# Keys under which an answer echoes the probing query: the query itself, its plan and terms, the asked "term" of
+# admission's aligned pairs ({term, word, cosine}: the memory "word" is still checked) and the display line quoting
+# those pairs (the same facts stay checked under "admission"). What is left must not show what a probe looks for.
+ECHO_KEYS = frozenset({"query", "q", "normalized", "terms", "plan", "term", "admission_summary"})
+
+
+def strip_echo(obj):
+    """A JSON answer minus the echo of our own probing query."""
+    if isinstance(obj, dict):
+        return {k: strip_echo(v) for k, v in obj.items() if k not in ECHO_KEYS}
+    if isinstance(obj, list):
+        return [strip_echo(v) for v in obj]
+    return obj
+
+
+def without_echo(response) -> str:
+    """A response's JSON minus the echo of the probing query, as text."""
+    return json.dumps(strip_echo(response.json()), ensure_ascii=False)
+
+
 sqlite_only = pytest.mark.skipif(LEDGER_MODE == "postgres", reason="reads the SQLite ledger file itself")
 embedded_keys = pytest.mark.skipif(LEDGER_MODE == "postgres", reason="the local key and purge-time key checks are the "
                                    "embedded default's; a shared ledger refuses to start without its keys")

@@ -21,7 +21,7 @@ from ombre_brain import Brain, ConfigError, ProvenanceError, SourceSuppressedErr
 from ombre_brain.cli import main as cli_main
 from ombre_brain.forget.receipts import canonical, verify
 
-from .conftest import LiveServer, embedded_keys
+from .conftest import LiveServer, embedded_keys, without_echo
 
 KEYS = {"forget": {"keys": {"k1": "OMBRE_TEST_K1"}, "active_kid": "k1"}}
 SECRET = "first-secret-key"
@@ -153,22 +153,6 @@ def assert_forgotten(brain, server, client, space, gone_ids, words=WORDS):
     for where, text in seen.items():
         for w in words:
             assert w not in text, f"{w!r} found in {where}: {text[max(0, text.find(w) - 300):text.find(w) + 60]}"
-
-
-ECHO_KEYS = frozenset({"query", "q", "normalized", "terms", "plan"})
-
-
-def without_echo(response) -> str:
-    """A response's JSON minus the echo of the probing query (its words are the ones searched for)."""
-
-    def strip(obj):
-        if isinstance(obj, dict):
-            return {k: strip(v) for k, v in obj.items() if k not in ECHO_KEYS}
-        if isinstance(obj, list):
-            return [strip(v) for v in obj]
-        return obj
-
-    return json.dumps(strip(response.json()), ensure_ascii=False)
 
 
 def export_text(brain, space) -> str:

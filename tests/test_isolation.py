@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from ombre_brain import Brain
 
-from .conftest import LiveServer, StandInUpstream
+from .conftest import LiveServer, StandInUpstream, strip_echo
 
 SPACES = ("iso:a", "iso:b", "iso:c")
 LETTER = {s: s[-1] for s in SPACES}
@@ -40,7 +40,6 @@ CONFIG = {
     "forget": {"keys": {"iso": "OMBRE_ISO_KEY"}, "active_kid": "iso"},
 }
 MARK = re.compile(r"mk([abc])\d+")
-ECHO_KEYS = frozenset({"query", "q", "normalized", "terms", "plan"})
 
 
 def allowed(token: str, space: str) -> bool:
@@ -50,15 +49,6 @@ def allowed(token: str, space: str) -> bool:
 
 def auth(token: str) -> dict:
     return {"Authorization": f"Bearer {token}"}
-
-
-def strip_echo(obj):
-    """An answer minus the echo of our own probing query, which names foreign markers on purpose."""
-    if isinstance(obj, dict):
-        return {k: strip_echo(v) for k, v in obj.items() if k not in ECHO_KEYS}
-    if isinstance(obj, list):
-        return [strip_echo(v) for v in obj]
-    return obj
 
 
 def assert_only(space: str, text: str, where: str) -> None:
