@@ -160,7 +160,7 @@ class Bucket:
     @property
     def main_text(self) -> str:
         """The body without its context-only sections, as a reader would quote it."""
-        return "\n".join(s.text for s in self.sections if s.name not in CONTEXT_ONLY_SECTIONS).strip()
+        return main_text_of(self.body)
 
     def content_hash(self) -> str:
         payload = json.dumps([self.title, self.body, sorted(self.tags), self.type], ensure_ascii=False)
@@ -214,6 +214,11 @@ def section_name(raw: str) -> str | None:
     if name in SECTION_NAMES:
         return name
     return SECTION_ALIASES.get(raw.strip())
+
+
+def main_text_of(body: str) -> str:
+    """A body without its context-only sections (comments, affect anchors, favorite reasons)."""
+    return "\n".join(s.text for s in parse_sections(body) if s.name not in CONTEXT_ONLY_SECTIONS).strip()
 
 
 def parse_sections(body: str) -> list[Section]:

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from ..buckets import main_text_of
 from ..config import ADMISSION_FEATURES, AdmissionModel
 from ..recall_types import Admission, Candidate
 from ..text import CJK_RE, is_cjk_text
@@ -42,8 +43,8 @@ from .alignment import Alignment
 from .terms import term_weight
 
 __all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admit", "asked_terms",
-           "candidate_features", "discriminative_terms", "evidence_of", "lexical_admits", "query_evidence",
-           "threshold_for"]
+           "candidate_features", "clear_cache", "discriminative_terms", "evidence_of", "lexical_admits",
+           "query_evidence", "threshold_for"]
 
 FEATURES = ADMISSION_FEATURES
 """The admission features, in a fixed order (weights are keyed by these names)."""
@@ -169,14 +170,25 @@ def _coverage(asked: AskedTerms, matched: Sequence[str]) -> float:
     return max(whole, share(asked.groups[:asked.message_groups]))
 
 
+@lru_cache(maxsize=4096)
+def _admissible(title: str, summary: str, tags: tuple[str, ...], body: str) -> tuple[tuple[str, str], ...]:
+    """The fields topic evidence may use, case-folded: cut once per version of a memory's text, not once per
+    turn (a turn matches some sixty candidates). :func:`clear_cache` empties it (a purge)."""
+    return (("title", title.casefold()), ("summary", summary.casefold()), ("tags", "\n".join(tags).casefold()),
+            ("body", main_text_of(body).casefold()))
+
+
+def clear_cache() -> None:
+    """Forget the case-folded memory texts (they quote memories; a purge calls this)."""
+    _admissible.cache_clear()
+
+
 def lexical_match(candidate: Candidate, asked: AskedTerms) -> tuple[tuple[str, ...], str | None, float]:
     """(matched terms, first field that holds one, coverage) over the bucket's admissible text."""
     b = candidate.bucket
-    fields = (("title", b.title), ("summary", b.summary or ""), ("tags", "\n".join(b.tags)), ("body", b.main_text))
     matched: list[str] = []
     first: str | None = None
-    for name, text in fields:
-        low = text.casefold()
+    for name, low in _admissible(b.title, b.summary or "", b.tags, b.body):
         for t in asked.terms:
             if _found(t, low):
                 first = first or name
@@ -294,17 +306,15 @@ def candidate_features(c: Candidate, q: QueryEvidence, coverage: float) -> dict[
     }
     if not q.cjk_capable and (q.query_is_cjk or memory_cjk):
         # An English-only embedder maps CJK to [UNK]: its cosines say nothing, so the dense features are zero.
-        out |= {"cosine": 0.0, "dense_z": 0.0, "margin": 0.0, "gap": 0.0, "dense_rr": 0.0}
-    else:
-        z = q.background.z(cos, c.best.moment.id) if q.background is not None else 0.0
-        out |= {
-            "cosine": round(cos, 6),
-            "dense_z": round(z, 6),
-            "margin": round(cos - best_other, 6),
-            "gap": round(cos - (lower[0] if lower else cos), 6),
-            "dense_rr": round(1.0 / q.dense_rank[bid], 6) if bid in q.dense_rank else 0.0,
-        }
-    return out
+        return out | {"cosine": 0.0, "dense_z": 0.0, "margin": 0.0, "gap": 0.0, "dense_rr": 0.0}
+    z = q.background.z(cos, c.best.moment.id) if q.background is not None else 0.0
+    return out | {
+        "cosine": round(cos, 6),
+        "dense_z": round(z, 6),
+        "margin": round(cos - best_other, 6),
+        "gap": round(cos - (lower[0] if lower else cos), 6),
+        "dense_rr": round(1.0 / q.dense_rank[bid], 6) if bid in q.dense_rank else 0.0,
+    }
 
 
 def evidence_of(features: Mapping[str, float], model: AdmissionModel) -> float:

@@ -19,6 +19,7 @@ import numpy as np
 from ..config import AdmissionModel, Config
 from ..recall_types import Candidate, QueryPlan
 from ..text import is_cjk_text
+from . import admission
 from .admission import (
     AskedTerms,
     Background,
@@ -106,7 +107,7 @@ class Admitter:
         return {bid: float(got[m] @ q) for bid, m in best.items() if m in got}
 
     def _second_opinion(self, space: str, plan: QueryPlan, cands: Sequence[Candidate],
-                        sample: tuple[list[str], np.ndarray, dict] | None) -> dict[str, tuple[float, float]]:
+                        sample: tuple | None) -> dict[str, tuple[float, float]]:
         enc = self.store.second
         if enc is None or not cands:
             return {}
@@ -115,9 +116,9 @@ class Admitter:
                 for c in cands}
         vecs = self.store.second_vectors(space, list(best.values()))
         bg = None
-        if sample is not None and sample[2]:
-            ids = [i for i in sample[0] if i in sample[2]]
-            bg = Background.of(ids, [float(sample[2][i] @ qv) for i in ids])
+        if sample is not None and sample[3] is not None:
+            ids, matrix = sample[3]
+            bg = Background.of(ids, (matrix @ qv).tolist())
         out = {}
         for bid, mid in best.items():
             if mid in vecs:
@@ -166,8 +167,9 @@ class Admitter:
                         model_id)
         return model
 
-    def _sample(self, space: str) -> tuple[list[str], np.ndarray, dict] | None:
-        """(moment ids, their e5 vectors, their second-opinion vectors) of the space's background sample."""
+    def _sample(self, space: str) -> tuple | None:
+        """(moment ids, their e5 vectors, their second-opinion vectors by id, and those as (ids, matrix)) of the
+        space's background sample."""
         n = len(self.store.lexical(space))
         with self._lock:
             hit = self._samples.get(space)
@@ -176,16 +178,21 @@ class Admitter:
         got = self.store.sample_moments(space, BACKGROUND_SAMPLE)
         if got is None or len(got[0]) < MIN_BACKGROUND:
             return None
-        sample = (got[0], got[1], self.store.second_vectors(space, got[0]))
+        second = self.store.second_vectors(space, got[0])
+        use_ids = [i for i in got[0] if i in second]
+        stacked = (use_ids, np.stack([second[i] for i in use_ids])) if use_ids else None
+        sample = (got[0], got[1], second, stacked)
         with self._lock:
             self._samples[space] = (n, sample)
         return sample
 
     def clear_cache(self) -> None:
-        """Forget the sampled background vectors and the memories' words (a purge: both come from memory text)."""
+        """Forget the sampled background vectors and the memories' words and texts (a purge: all come from
+        memory text)."""
         with self._lock:
             self._samples.clear()
             self._words.clear()
+        admission.clear_cache()
 
 
 __all__ = ["Admitter"]
