@@ -8,8 +8,7 @@ ledger), never ``pending`` or ``deleting`` ones. Mixed into
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -24,30 +23,6 @@ VISIBLE = "state IN ('committed', 'updating')"
 
 
 class ReadsMixin:
-    @contextmanager
-    def turn_scope(self, space: str) -> Iterator[None]:
-        """One turn of this thread: the space's change number and existence are read once, in one
-        statement (each a round trip to a shared ledger), and the lexical index catches up to that."""
-        row = self.ledger.one("SELECT (SELECT seq FROM change_heads WHERE space = ?), "
-                              "(SELECT 1 FROM spaces WHERE space = ?)", (space, space))
-        scope = self._scope
-        saved = getattr(scope, "turn", None)
-        scope.turn = {"space": space, "head": int(row[0] or 0), "known": row[1] is not None, "synced": False}
-        try:
-            yield
-        finally:
-            scope.turn = saved
-
-    def _turn(self, space: str) -> dict | None:
-        turn = getattr(self._scope, "turn", None)
-        return turn if turn is not None and turn["space"] == space else None
-
-    def known_space(self, space: str) -> bool:
-        turn = self._turn(space)
-        if turn is not None:
-            return turn["known"]
-        return self.ledger.one("SELECT 1 FROM spaces WHERE space = ?", (space,)) is not None
-
     def lexical(self, space: str):
         """The space's BM25 index, caught up with the ledger's change sequence first (changes.py)."""
         turn = self._turn(space)
