@@ -121,6 +121,17 @@ class Ledger:
         """Several reads at once (one round trip to a server); their rows, in order."""
         return [self.query(sql, params) for sql, params in statements]
 
+    def ahead(self, sql: str, params: tuple | list = ()) -> Ahead:
+        """A read whose rows are wanted later: a server gets it with this thread's next round trip.
+
+        Inside :meth:`pinned`, PostgreSQL queues it and sends it in front of the next statement (or
+        when :meth:`Ahead.rows` is called first), so reads that do not depend on each other share
+        one round trip. SQLite, which has no round trips, runs it when its rows are first asked
+        for, and never if they are not. Only for reads: one queued and never sent is dropped when
+        the pinned block ends.
+        """
+        return Ahead(lambda: self.query(sql, params))
+
     def ddl(self, script: str) -> list[str]:
         """The script's statements in this engine's DDL."""
         raise NotImplementedError
@@ -227,6 +238,27 @@ class Ledger:
         conn.execute("INSERT INTO counters(name, value) VALUES (?, 1) "
                      "ON CONFLICT(name) DO UPDATE SET value = counters.value + 1", (name,))
         return conn.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()[0]
+
+
+class Ahead:
+    """The rows of a read sent ahead (:meth:`Ledger.ahead`), read on first use."""
+
+    __slots__ = ("_rows", "_load")
+
+    def __init__(self, load: Callable[[], list] | None = None) -> None:
+        self._rows: list | None = None
+        self._load = load
+
+    def rows(self) -> list:
+        if self._rows is None:
+            self._rows = self._load()  # type: ignore[misc]
+            self._load = None
+        return self._rows
+
+    def one(self) -> Any:
+        """The first row, or None."""
+        rows = self.rows()
+        return rows[0] if rows else None
 
 
 @contextmanager

@@ -1,0 +1,130 @@
+"""The ledger's ways of saving round trips, on both engines: reads sent ahead, read transactions that
+end with the next statement, batched transactions, statements that ride an open pipeline.
+
+SQLite has no round trips, so there the same calls must simply give the same answers; on
+PostgreSQL the tests also count how often the client waits for the server (conftest.RoundTrips).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import psycopg
+import pytest
+
+from ombre_brain.store.ledger import SqliteLedger
+from ombre_brain.store.ledger.postgres import PostgresLedger
+
+DDL = "CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, n INTEGER NOT NULL)"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def ledger(request, tmp_path):
+    if request.param == "sqlite":
+        led = SqliteLedger(tmp_path / "ledger.db")
+    else:
+        led = PostgresLedger(request.getfixturevalue("postgres_server").url_for(tmp_path / "ledger"))
+    led.ensure_schema("t", DDL)
+    with led.tx() as c:
+        c.executemany("INSERT INTO t(k, n) VALUES (?, ?)", [("a", 1), ("b", 2), ("c", 2)])
+    yield led
+    led.close()
+
+
+@pytest.fixture
+def pg(postgres_server, tmp_path):
+    led = PostgresLedger(postgres_server.url_for(tmp_path / "pg"))
+    led.ensure_schema("t", DDL)
+    with led.tx() as c:
+        c.executemany("INSERT INTO t(k, n) VALUES (?, ?)", [("a", 1), ("b", 2), ("c", 2)])
+    yield led
+    led.close()
+
+
+def keys(rows) -> list[str]:
+    return [r["k"] for r in rows]
+
+
+def test_reads_sent_ahead_give_their_rows_wherever_they_are_asked_for(ledger):
+    outside = ledger.ahead("SELECT k FROM t WHERE n = ? ORDER BY k", (2,))
+    with ledger.pinned():
+        first = ledger.ahead("SELECT k FROM t WHERE n = ? ORDER BY k", (2,))
+        second = ledger.ahead("SELECT k FROM t WHERE k = ?", ("a",))
+        ledger.ahead("SELECT k FROM t")  # never asked for: dropped with its pinned block
+        both = ledger.query_many([("SELECT COUNT(*) FROM t", ()), ("SELECT k FROM t WHERE n = 1", ())])
+        assert [both[0][0][0], keys(both[1])] == [3, ["a"]]
+        assert keys(first.rows()) == ["b", "c"] and second.one()["k"] == "a"
+        assert first.rows() is first.rows()  # read once
+        late = ledger.ahead("SELECT k FROM t WHERE n = ? ORDER BY k", (1,))
+        empty = ledger.ahead("SELECT k FROM t WHERE n = ?", (9,))
+    assert keys(late.rows()) == ["a"]  # its pinned block ended before it went out: it runs now
+    assert empty.one() is None and empty.rows() == []
+    assert keys(outside.rows()) == ["b", "c"]
+
+
+def test_sqlite_runs_a_read_sent_ahead_only_when_its_rows_are_asked_for(tmp_path):
+    led = SqliteLedger(tmp_path / "ledger.db")
+    try:
+        broken = led.ahead("SELECT * FROM no_such_table")  # nothing ran, so nothing failed
+        with pytest.raises(sqlite3.OperationalError):
+            broken.rows()
+    finally:
+        led.close()
+
+
+def test_reads_ahead_and_a_lock_travel_with_the_next_statement(pg, round_trips):
+    with pg.pinned():
+        pg.hold("lock", "one")
+        ahead = [pg.ahead("SELECT k FROM t WHERE k = ?", (k,)) for k in "abc"]
+        rows = pg.query_many([("SELECT COUNT(*) FROM t", ()), ("SELECT MAX(n) FROM t", ())])
+        assert round_trips.count == 1
+        assert [a.one()["k"] for a in ahead] == ["a", "b", "c"] and [rows[0][0][0], rows[1][0][0]] == [3, 2]
+        assert round_trips.count == 1
+        asked = pg.ahead("SELECT k FROM t WHERE n = 1")
+        queued = pg.ahead("SELECT k FROM t WHERE n = 2 ORDER BY k")
+        assert keys(asked.rows()) == ["a"]  # asked for first: it goes out, and what waits with it
+        assert keys(queued.rows()) == ["b", "c"]
+        assert round_trips.count == 2
+        assert pg.held("lock", "one")
+        pg.release("lock", "one")
+    assert not pg.held("lock", "one")
+
+
+def test_a_read_transaction_ends_with_the_next_statement(pg, round_trips):
+    with pg.pinned():
+        with pg.snapshot() as s:
+            pid = s.execute("SELECT pg_backend_pid()").fetchone()[0]
+            assert s.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 3
+        assert round_trips.count == 2
+        assert pg.one("SELECT COUNT(*) FROM t")[0] == 3
+        assert round_trips.count == 3 and round_trips.trips[-1][0] == "COMMIT"
+        with pg.snapshot() as s:  # the last statement of the block: the COMMIT goes out as it ends
+            assert s.execute("SELECT pg_backend_pid()").fetchone()[0] == pid
+    with psycopg.connect(pg.url.split("&options=")[0], autocommit=True) as other:
+        state = other.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0]
+    assert state == "idle"  # not "idle in transaction"
+    with pg.snapshot() as s:  # outside a pinned block it ends at once, as before
+        s.execute("SELECT 1")
+    assert pg.one("SELECT COUNT(*) FROM t")[0] == 3
+
+
+def test_a_batched_transaction_is_one_round_trip_with_what_waited_before_it(pg, round_trips):
+    with pg.pinned():
+        with pg.snapshot() as s:
+            s.execute("SELECT COUNT(*) FROM t").fetchone()
+        pg.hold("lock", "two")
+        ahead = pg.ahead("SELECT COUNT(*) FROM t")
+        round_trips.reset()
+        with pg.tx(serial=False, durable=False, batch=True) as c:
+            c.execute("INSERT INTO t(k, n) VALUES (?, ?)", ("d", 4))
+            c.executemany("INSERT INTO t(k, n) VALUES (?, ?)", [("e", 5), ("f", 6)])
+            c.execute("UPDATE t SET n = n + 1 WHERE k = ?", ("a",))
+        assert round_trips.count == 1, round_trips.trips
+        assert round_trips.trips[0][0] == "COMMIT" and round_trips.trips[0][-1] == "COMMIT"
+        assert ahead.one()[0] == 3  # read before the transaction it travelled with
+        pg.release("lock", "two")
+    assert keys(pg.query("SELECT k FROM t WHERE n > 1 ORDER BY k")) == ["a", "b", "c", "d", "e", "f"]
+    with pytest.raises(pg.IntegrityError), pg.tx(serial=False, batch=True) as c:
+        c.execute("INSERT INTO t(k, n) VALUES (?, ?)", ("g", 7))
+        c.execute("INSERT INTO t(k, n) VALUES (?, ?)", ("a", 8))
+    assert pg.one("SELECT COUNT(*) FROM t WHERE k = 'g'")[0] == 0
