@@ -2,7 +2,7 @@
 
 A turn asks many times whether its space exists and how far the lexical index must catch up;
 each question is a round trip to a shared ledger. Inside :meth:`TurnScopeMixin.turn_scope` both
-are answered from one statement read at the start of the turn. Mixed into
+are answered from one statement, sent ahead with the turn's first round trip. Mixed into
 :class:`~ombre_brain.store.bucket_store.BucketStore`.
 """
 
@@ -16,12 +16,13 @@ class TurnScopeMixin:
     @contextmanager
     def turn_scope(self, space: str) -> Iterator[None]:
         """One turn of this thread: the space's change number and existence are read once, in one
-        statement (each a round trip to a shared ledger), and the lexical index catches up to that."""
-        row = self.ledger.one("SELECT (SELECT seq FROM change_heads WHERE space = ?), "
-                              "(SELECT 1 FROM spaces WHERE space = ?)", (space, space))
+        statement sent ahead (to a shared ledger it travels with the turn's first round trip, the
+        session's state), and the lexical index catches up to that."""
+        row = self.ledger.ahead("SELECT (SELECT seq FROM change_heads WHERE space = ?), "
+                                "(SELECT 1 FROM spaces WHERE space = ?)", (space, space))
         scope = self._scope
         saved = getattr(scope, "turn", None)
-        scope.turn = {"space": space, "head": int(row[0] or 0), "known": row[1] is not None, "synced": False}
+        scope.turn = {"space": space, "row": row, "synced": False}
         try:
             yield
         finally:
@@ -29,7 +30,12 @@ class TurnScopeMixin:
 
     def _turn(self, space: str) -> dict | None:
         turn = getattr(self._scope, "turn", None)
-        return turn if turn is not None and turn["space"] == space else None
+        if turn is None or turn["space"] != space:
+            return None
+        if "head" not in turn:
+            row = turn["row"].one()
+            turn.update(head=int(row[0] or 0), known=row[1] is not None)
+        return turn
 
     def known_space(self, space: str) -> bool:
         turn = self._turn(space)
