@@ -357,6 +357,7 @@ class BucketStore(TurnScopeMixin, ReadsMixin, EdgesMixin, ForgettingMixin, Consi
         self.chroma.upsert(bucket.space, [m.id for m in moments], vectors, [_meta(bucket, m) for m in moments])
 
     def _commit(self, space: str, bucket_id: str) -> None:
+        self._forget_memo(space)
         with self.ledger.tx() as c:
             if c.execute("UPDATE buckets SET state = 'committed' WHERE space = ? AND id = ? AND state IN ('pending', "
                          "'updating')", (space, bucket_id)).rowcount:
@@ -393,6 +394,7 @@ class BucketStore(TurnScopeMixin, ReadsMixin, EdgesMixin, ForgettingMixin, Consi
             return self._delete(space, ids)
 
     def _delete(self, space: str, ids: list[str]) -> list[str]:
+        self._forget_memo(space)
         with self.ledger.tx() as c:
             marks = ",".join("?" * len(ids))
             found = [r["id"] for r in c.execute(

@@ -63,7 +63,18 @@ class ReadsMixin:
         return bucket_from_stored(json.loads(row["data"])) if row else None
 
     def get_many(self, space: str, bucket_ids: Iterable[str]) -> dict[str, Bucket]:
+        """The visible buckets among ``bucket_ids``, by id in id order (inside a turn, each read once)."""
         ids = list(dict.fromkeys(bucket_ids))
+        memo = self._memo(space, "buckets")
+        if memo is None:
+            return self._read_buckets(space, ids)
+        missing = [i for i in ids if i not in memo]
+        if missing:
+            got = self._read_buckets(space, missing)
+            memo.update((i, got.get(i)) for i in missing)
+        return {i: memo[i] for i in sorted(ids) if memo[i] is not None}
+
+    def _read_buckets(self, space: str, ids: list[str]) -> dict[str, Bucket]:
         out: dict[str, Bucket] = {}
         for i in range(0, len(ids), 900):
             chunk = ids[i:i + 900]
@@ -73,7 +84,7 @@ class ReadsMixin:
                     (space, *chunk)):
                 b = bucket_from_stored(json.loads(r["data"]))
                 out[b.id] = b
-        return out
+        return dict(sorted(out.items()))
 
     def list(self, space: str, *, type: str | None = None, limit: int | None = 50,
              since: str | None = None, role: str | None = None) -> list[Bucket]:
@@ -185,6 +196,7 @@ class ReadsMixin:
         fields that never reach a moment may change this way (dream state, counters); ``conn``
         joins a caller's open ledger transaction. Returns whether the bucket was there.
         """
+        self._forget_memo(space)
         with self.ledger.tx() if conn is None else joined(conn) as c:
             row = c.execute(f"SELECT data FROM buckets WHERE space = ? AND id = ? AND {VISIBLE}",
                             (space, bucket_id)).fetchone()

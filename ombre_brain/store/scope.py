@@ -2,7 +2,11 @@
 
 A turn asks many times whether its space exists and how far the lexical index must catch up;
 each question is a round trip to a shared ledger. Inside :meth:`TurnScopeMixin.turn_scope` both
-are answered from one statement, sent ahead with the turn's first round trip. Mixed into
+are answered from one statement, sent ahead with the turn's first round trip. The stages also
+ask for the same buckets and edges again (candidates, their context, diffusion, chain titles):
+inside the scope each bucket and each bucket's edges are read once, and asked for again they
+come from the turn's memo. A write through this store in the turn's thread (a dream claimed)
+empties the memo, so the turn never reads its own writes stale. Mixed into
 :class:`~ombre_brain.store.bucket_store.BucketStore`.
 """
 
@@ -36,6 +40,21 @@ class TurnScopeMixin:
             row = turn["row"].one()
             turn.update(head=int(row[0] or 0), known=row[1] is not None)
         return turn
+
+    def _memo(self, space: str, kind: str) -> dict | None:
+        """This turn's memo (``buckets``: id -> Bucket or None; ``edges``: id -> all its edges), or None
+        outside a turn of ``space``."""
+        turn = getattr(self._scope, "turn", None)
+        if turn is None or turn["space"] != space:
+            return None
+        return turn.setdefault(kind, {})
+
+    def _forget_memo(self, space: str) -> None:
+        """A write in this thread: the turn reads what it touched again."""
+        turn = getattr(self._scope, "turn", None)
+        if turn is not None and turn["space"] == space:
+            turn.pop("buckets", None)
+            turn.pop("edges", None)
 
     def known_space(self, space: str) -> bool:
         turn = self._turn(space)

@@ -1,0 +1,80 @@
+"""The turn scope (store/scope.py) on both ledgers: a turn reads each bucket and each bucket's edges
+once, answers again from its memo exactly what a fresh read would, and reads again after a write."""
+
+from __future__ import annotations
+
+import pytest
+
+from ombre_brain import Brain
+
+from .conftest import merged
+
+SPACE = "haven:scope"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def scoped(request, tmp_path):
+    over = {"identity": {"ai_name": "Haven", "user_name": "Xiaoyu"}}
+    if request.param == "postgres":
+        over = merged(request.getfixturevalue("postgres_server").overlay(tmp_path / "scope"), over)
+    with Brain.open(tmp_path / "data", over) as brain:
+        for i in range(6):
+            brain.write(space=SPACE, id=f"b{i}", title=f"记忆{i}", body=f"第{i}件事：我们去了海边。")
+        for a, b, rel in [("b0", "b1", "same_event"), ("b1", "b2", "relates_to"), ("b3", "b0", "context_of"),
+                          ("b4", "b5", "relates_to")]:
+            brain.link(SPACE, a, b, rel, 0.8)
+        yield brain
+
+
+def counting(brain, monkeypatch) -> list[str]:
+    """The ledger reads the store makes from here on (statements, both engines)."""
+    seen: list[str] = []
+    real = brain.store.ledger.query
+
+    def query(sql, params=()):
+        seen.append(sql)
+        return real(sql, params)
+
+    monkeypatch.setattr(brain.store.ledger, "query", query)
+    return seen
+
+
+def test_a_turn_reads_each_bucket_once_and_gets_what_a_fresh_read_gets(scoped, monkeypatch):
+    store = scoped.store
+    fresh = store.get_many(SPACE, ["b3", "b1", "nope", "b0"])
+    assert list(fresh) == ["b0", "b1", "b3"]  # id order, on both engines
+    seen = counting(scoped, monkeypatch)
+    with scoped.ledger.pinned(), store.turn_scope(SPACE):
+        assert store.get_many(SPACE, ["b3", "b1", "nope", "b0"]) == fresh
+        assert len(seen) == 1
+        assert store.get_many(SPACE, ["b1", "nope"]) == {"b1": fresh["b1"]}  # from the memo, missing included
+        assert len(seen) == 1
+        both = store.get_many(SPACE, ["b0", "b4"])  # only b4 is read
+        assert list(both) == ["b0", "b4"] and len(seen) == 2
+    store.get_many(SPACE, ["b0"])  # outside a turn every call reads
+    assert len(seen) == 3
+
+
+def test_a_turn_reads_each_buckets_edges_once(scoped, monkeypatch):
+    store = scoped.store
+    want = {ids: store.edges(SPACE, list(ids)) for ids in [("b0", "b1"), ("b1",), ("b0", "b1", "b4"), ("b2", "b5")]}
+    seen = counting(scoped, monkeypatch)
+    with scoped.ledger.pinned(), store.turn_scope(SPACE):
+        for ids, edges in want.items():
+            assert store.edges(SPACE, list(ids)) == edges, ids
+        # b0,b1 read; b1 known; only b4 read; only b2 and b5 read
+        assert len(seen) == 3
+        assert [(e.from_id, e.to_id) for e in store.edges(SPACE, ["b1", "b0"])] == [("b0", "b1"), ("b1", "b2"),
+                                                                                    ("b3", "b0")]
+        assert store.edges(SPACE, []) == [] and len(seen) == 3
+
+
+def test_a_write_in_the_turn_empties_its_memo(scoped):
+    store = scoped.store
+    with scoped.ledger.pinned(), store.turn_scope(SPACE):
+        assert store.get_many(SPACE, ["b2"])["b2"].surfaced is not True
+        assert len(store.edges(SPACE, ["b5"])) == 1
+        store.rewrite_metadata(SPACE, "b2", {"surfaced": True})
+        assert store.get_many(SPACE, ["b2"])["b2"].surfaced is True
+        store.add_edge(SPACE, "b5", "b2", "relates_to", 0.5)
+        assert len(store.edges(SPACE, ["b5"])) == 2
