@@ -128,3 +128,15 @@ def test_a_batched_transaction_is_one_round_trip_with_what_waited_before_it(pg, 
         c.execute("INSERT INTO t(k, n) VALUES (?, ?)", ("g", 7))
         c.execute("INSERT INTO t(k, n) VALUES (?, ?)", ("a", 8))
     assert pg.one("SELECT COUNT(*) FROM t WHERE k = 'g'")[0] == 0
+
+
+def test_a_list_of_values_is_one_array_on_postgresql_and_one_mark_each_on_sqlite(ledger):
+    dialect = ledger.dialect
+    for values in (["a"], ["c", "a", "zz"], [f"k{i}" for i in range(300)] + ["b"]):
+        cond, params = dialect.among("k", values)
+        rows = ledger.query(f"SELECT k FROM t WHERE n > ? AND {cond} ORDER BY k", (0, *params))
+        assert keys(rows) == sorted(set(values) & {"a", "b", "c"})
+        if dialect.arrays:  # the same text for any number of values: the server plans it once
+            assert (cond, params) == ("k = ANY(?)", [list(values)])
+        else:
+            assert cond == f"k IN ({','.join('?' * len(values))})" and params == list(values)

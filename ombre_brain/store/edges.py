@@ -55,14 +55,14 @@ class EdgesMixin:
 
     def _edges_touching(self, space: str, ids: list[str]) -> list[Edge]:
         """Every edge with an end among ``ids``, in (from, to, relation) order."""
-        marks = ",".join("?" * len(ids))
+        dialect = self.ledger.dialect
+        from_in, p = dialect.among("from_id", ids)
+        to_in, _ = dialect.among("to_id", ids)
         # Two index searches joined by UNION; `from_id IN … OR to_id IN …` scans every edge of the
         # space (3 ms a call at 20k edges, and diffusion calls it once per hop).
         cols = "SELECT from_id, to_id, relation, confidence FROM edges"
-        by_to = self.ledger.dialect.indexed_by("edges", "edges_to")
-        cols_to = f"SELECT from_id, to_id, relation, confidence FROM {by_to}"
+        cols_to = f"SELECT from_id, to_id, relation, confidence FROM {dialect.indexed_by('edges', 'edges_to')}"
         rows = self.ledger.query(
-            f"{cols} WHERE space = ? AND from_id IN ({marks}) UNION "
-            f"{cols_to} WHERE space = ? AND to_id IN ({marks}) ORDER BY from_id, to_id, relation",
-            (space, *ids, space, *ids))
+            f"{cols} WHERE space = ? AND {from_in} UNION {cols_to} WHERE space = ? AND {to_in} "
+            "ORDER BY from_id, to_id, relation", (space, *p, space, *p))
         return [Edge(r["from_id"], r["to_id"], r["relation"], r["confidence"]) for r in rows]

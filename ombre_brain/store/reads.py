@@ -77,11 +77,9 @@ class ReadsMixin:
     def _read_buckets(self, space: str, ids: list[str]) -> dict[str, Bucket]:
         out: dict[str, Bucket] = {}
         for i in range(0, len(ids), 900):
-            chunk = ids[i:i + 900]
-            marks = ",".join("?" * len(chunk))
-            for r in self.ledger.query(
-                    f"SELECT data FROM buckets WHERE space = ? AND {VISIBLE} AND id IN ({marks})",
-                    (space, *chunk)):
+            among, chunk = self.ledger.dialect.among("id", ids[i:i + 900])
+            for r in self.ledger.query(f"SELECT data FROM buckets WHERE space = ? AND {VISIBLE} AND {among}",
+                                       (space, *chunk)):
                 b = bucket_from_stored(json.loads(r["data"]))
                 out[b.id] = b
         return dict(sorted(out.items()))
@@ -128,12 +126,11 @@ class ReadsMixin:
         ids = list(dict.fromkeys(moment_ids))
         out: dict[str, Moment] = {}
         for i in range(0, len(ids), 900):
-            chunk = ids[i:i + 900]
-            marks = ",".join("?" * len(chunk))
+            among, chunk = self.ledger.dialect.among("m.id", ids[i:i + 900])
             for r in self.ledger.query(
                     'SELECT m.id, m.bucket_id, m.ordinal, m.section, m.context_only, m.text, m.start, m."end" '
                     "FROM moments m JOIN buckets b ON b.space = m.space AND b.id = m.bucket_id "
-                    f"WHERE m.space = ? AND b.state = 'committed' AND m.id IN ({marks})", (space, *chunk)):
+                    f"WHERE m.space = ? AND b.state = 'committed' AND {among}", (space, *chunk)):
                 out[r["id"]] = _moment(r)
         return out
 
@@ -166,9 +163,9 @@ class ReadsMixin:
         out: dict[str, np.ndarray] = {}
         missing: dict[str, str] = {}
         for i in range(0, len(ids), 900):
-            chunk = ids[i:i + 900]
-            for r in self.ledger.query(f"SELECT id, text, second FROM moments WHERE space = ? AND id IN "
-                                       f"({','.join('?' * len(chunk))})", (space, *chunk)):
+            among, chunk = self.ledger.dialect.among("id", ids[i:i + 900])
+            for r in self.ledger.query(f"SELECT id, text, second FROM moments WHERE space = ? AND {among}",
+                                       (space, *chunk)):
                 vec = decode_blob(r["second"])
                 if vec is not None and len(vec) == enc.dimension:
                     out[r["id"]] = vec

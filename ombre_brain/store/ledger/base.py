@@ -25,7 +25,7 @@ versions were recorded is brought up to date by running all of them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +51,18 @@ class Dialect:
     skip_locked: str          # appended to a SELECT that claims rows other workers must skip
     contains_sql: str         # "{col} holds the string bound to ?"
     hints: bool               # whether INDEXED BY hints are understood
+    arrays: bool = False      # whether one array parameter can stand for a list of values (= ANY(?))
+
+    def among(self, column: str, values: Sequence) -> tuple[str, list]:
+        """A condition ``column`` is one of ``values`` (not empty), and its parameters.
+
+        SQLite: ``column IN (?, ?, …)``, one parameter per value. PostgreSQL: ``column = ANY(?)``
+        with one array, so the statement's text is the same however many values there are and
+        the server plans it once (psycopg prepares a statement it sees again and again).
+        """
+        if self.arrays:
+            return f"{column} = ANY(?)", [list(values)]
+        return f"{column} IN ({','.join('?' * len(values))})", list(values)
 
     def contains(self, column: str) -> str:
         """A condition: ``column`` holds the string bound to the next ``?``."""
@@ -62,7 +74,7 @@ class Dialect:
 
 
 SQLITE = Dialect("sqlite", -1, "", "instr({col}, ?) > 0", True)
-POSTGRES = Dialect("postgresql", None, " FOR UPDATE SKIP LOCKED", "strpos({col}, ?) > 0", False)
+POSTGRES = Dialect("postgresql", None, " FOR UPDATE SKIP LOCKED", "strpos({col}, ?) > 0", False, arrays=True)
 
 _COMMENT_RE = re.compile(r"--[^\n]*")
 
