@@ -78,3 +78,19 @@ def test_a_write_in_the_turn_empties_its_memo(scoped):
         assert store.get_many(SPACE, ["b2"])["b2"].surfaced is True
         store.add_edge(SPACE, "b5", "b2", "relates_to", 0.5)
         assert len(store.edges(SPACE, ["b5"])) == 2
+
+
+def test_the_candidates_moments_bring_their_buckets_in_one_read(scoped, monkeypatch):
+    store = scoped.store
+    with store.ledger.tx() as c:  # a bucket being written: its moments are not candidates yet
+        c.execute("UPDATE buckets SET state = 'pending' WHERE space = ? AND id = ?", (SPACE, "b3"))
+    wanted = [m.id for b in ("b4", "b3", "b1") for m in store.moments(SPACE, b)] + ["b9#0"]
+    seen = counting(scoped, monkeypatch)
+    with scoped.ledger.pinned(), store.turn_scope(SPACE):
+        moments, buckets = store.moments_with_buckets(SPACE, wanted)
+        assert len(seen) == 1
+        assert sorted({m.bucket_id for m in moments.values()}) == list(buckets) == ["b1", "b4"]
+        assert set(moments) == {m.id for b in ("b4", "b1") for m in store.moments(SPACE, b)}
+        assert store.get_many(SPACE, ["b1", "b4"]) == buckets  # from the turn's memo
+        assert len(seen) == 1 + 2  # only the two store.moments() reads above
+    assert store.get_many(SPACE, ["b1", "b4"]) == buckets

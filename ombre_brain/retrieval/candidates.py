@@ -64,7 +64,7 @@ class Retriever:
         terms = list(lexical_terms if lexical_terms is not None else plan.terms)
         lexical = self._lexical(space, terms, plan.context_terms, lexical_k or rc.lexical_k)
         t2 = perf_counter()
-        moments = self.store.moments_by_id(space, set(vector) | set(lexical))
+        moments, buckets = self.store.moments_with_buckets(space, set(vector) | set(lexical))
         vector = {k: v for k, v in vector.items() if k in moments}
         lexical = {k: v for k, v in lexical.items() if k in moments}
         anchors = [a.lower() for a in plan.anchors if a.strip()]
@@ -74,7 +74,6 @@ class Retriever:
         hits = fuse(vector, lexical, moments, dense_weight=w, anchors_hit=anchor_hits,
                     anchor_bonus=rc.fusion.anchor_bonus, second=second,
                     second_share=rc.fusion.second_opinion_share)
-        buckets = self.store.get_many(space, {m.bucket_id for m in moments.values()})
         cands = group_by_bucket(hits, buckets)
         if rc.fusion.context_share > 0 and len(cands) > 1:
             edges = self.store.edges(space, [c.bucket.id for c in cands])
