@@ -87,6 +87,11 @@ class ReadsMixin:
     def list(self, space: str, *, type: str | None = None, limit: int | None = 50,
              since: str | None = None, role: str | None = None) -> list[Bucket]:
         """Newest first. ``role`` (see :func:`storage_roles`) reads only the buckets holding it, from an index."""
+        rows = self.ledger.query(*self._list_query(space, type, limit, since, role))
+        return [bucket_from_stored(json.loads(r["data"])) for r in rows]
+
+    def _list_query(self, space: str, type: str | None, limit: int | None, since: str | None,
+                    role: str | None) -> tuple[str, list]:
         where = f"space = ? AND {VISIBLE}"
         params: list = [space]
         if type:
@@ -102,16 +107,13 @@ class ReadsMixin:
             # without ANALYZE statistics SQLite would rather walk buckets_created over the whole space
             table = (dialect.indexed_by("buckets", "buckets_roles2") if role else
                      dialect.indexed_by("buckets", "buckets_type2") if type else "buckets")
-            sql = f"SELECT data FROM {table} WHERE {where} ORDER BY created DESC, seq DESC LIMIT ?"
-            rows = self.ledger.query(sql, [*params, limit])
-        else:
-            # Two index searches, not `created >= ? OR last_active >= ?`, which scans the whole space on
-            # every turn (10 ms at 10k buckets, 0.1 ms this way). The branches are disjoint.
-            sql = (f"SELECT data, created, seq FROM buckets WHERE {where} AND created >= ? UNION ALL "
-                   f"SELECT data, created, seq FROM {dialect.indexed_by('buckets', 'buckets_active')} WHERE {where} "
-                   "AND last_active >= ? AND created < ? ORDER BY created DESC, seq DESC LIMIT ?")
-            rows = self.ledger.query(sql, [*params, since, *params, since, since, limit])
-        return [bucket_from_stored(json.loads(r["data"])) for r in rows]
+            return f"SELECT data FROM {table} WHERE {where} ORDER BY created DESC, seq DESC LIMIT ?", [*params, limit]
+        # Two index searches, not `created >= ? OR last_active >= ?`, which scans the whole space on
+        # every turn (10 ms at 10k buckets, 0.1 ms this way). The branches are disjoint.
+        sql = (f"SELECT data, created, seq FROM buckets WHERE {where} AND created >= ? UNION ALL "
+               f"SELECT data, created, seq FROM {dialect.indexed_by('buckets', 'buckets_active')} WHERE {where} "
+               "AND last_active >= ? AND created < ? ORDER BY created DESC, seq DESC LIMIT ?")
+        return sql, [*params, since, *params, since, since, limit]
 
     def count(self, space: str) -> int:
         return self.ledger.one(f"SELECT COUNT(*) n FROM buckets WHERE space = ? AND {VISIBLE}",
