@@ -140,3 +140,19 @@ def test_a_list_of_values_is_one_array_on_postgresql_and_one_mark_each_on_sqlite
             assert (cond, params) == ("k = ANY(?)", [list(values)])
         else:
             assert cond == f"k IN ({','.join('?' * len(values))})" and params == list(values)
+
+
+def test_a_read_transaction_takes_the_reads_and_locks_waiting_before_it(pg, round_trips):
+    """In a pipeline what precedes a BEGIN runs in its transaction, and REPEATABLE READ must begin first."""
+    with pg.pinned():
+        with pg.snapshot() as s:
+            s.execute("SELECT 1").fetchone()
+        pg.hold("lock", "three")
+        ahead = pg.ahead("SELECT COUNT(*) FROM t")
+        round_trips.reset()
+        with pg.snapshot() as s:
+            assert s.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 3
+        assert round_trips.count == 1
+        assert [t.split()[0] for t in round_trips.trips[0]] == ["COMMIT", "BEGIN", "SELECT", "SELECT", "SELECT"]
+        assert ahead.one()[0] == 3 and pg.held("lock", "three")
+        pg.release("lock", "three")

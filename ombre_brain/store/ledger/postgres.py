@@ -167,11 +167,18 @@ def _run(st: _State, raw: psycopg.Connection, sql: str | None, params: tuple | l
         return raw.execute(sql, params) if sql is not None else None
 
 
-def _queue(st: _State, stmts: list[str | _Ahead]) -> int:
-    """Queue statements for the next round trip; returns where they start in the queue."""
+def _queue(st: _State, stmts: list[str | _Ahead], *, first: bool = False) -> int:
+    """Queue statements for the next round trip; returns where they start in the queue.
+
+    ``first``: in front of what waits since the last queued COMMIT. A pipeline runs what comes
+    before a BEGIN in the same transaction, and a REPEATABLE READ BEGIN must come before any of
+    its transaction's statements (the reads and locks waiting then join the read transaction).
+    """
     st.pending = st.pending or []
     start = len(st.pending)
-    st.pending.extend(stmts)
+    if first:
+        start = max((i + 1 for i, s in enumerate(st.pending) if s == _COMMIT), default=0)
+    st.pending[start:start] = stmts
     return start
 
 
@@ -329,7 +336,7 @@ class PostgresLedger(Ledger):
         with the connection's next statement, or goes out when the pinned block ends.
         """
         st = self._state
-        start = _queue(st, begin)
+        start = _queue(st, begin, first=commit_later)
         mark, st.in_tx = st.flushes, True
 
         def began() -> bool:
