@@ -94,3 +94,36 @@ def test_the_candidates_moments_bring_their_buckets_in_one_read(scoped, monkeypa
         assert store.get_many(SPACE, ["b1", "b4"]) == buckets  # from the turn's memo
         assert len(seen) == 1 + 2  # only the two store.moments() reads above
     assert store.get_many(SPACE, ["b1", "b4"]) == buckets
+
+
+def test_lists_announced_ahead_give_what_list_gives(scoped, monkeypatch):
+    store = scoped.store
+    reads = [{"limit": 3}, {"type": "dream", "limit": None}, {"limit": 200, "since": "2000-01-01T00:00:00+00:00"}]
+    fresh = [store.list(SPACE, **kw) for kw in reads]
+    seen = counting(scoped, monkeypatch)
+    with scoped.ledger.pinned(), store.turn_scope(SPACE):
+        store.list_ahead(SPACE, *reads)
+        assert [store.list(SPACE, **kw) for kw in reversed(reads)] == list(reversed(fresh))
+        ahead = 0 if store.ledger.shared else 3  # PostgreSQL queued them; SQLite read each when it was asked for
+        assert len(seen) == ahead
+        assert store.list(SPACE, limit=3) == fresh[0] and len(seen) == ahead + 1  # taken once: asked again, read
+        store.list_ahead(SPACE, {"limit": 3})
+        newest = fresh[0][0].id
+        store.rewrite_metadata(SPACE, newest, {"surfaced": True})  # a write drops what was read ahead
+        again = store.list(SPACE, limit=3)
+        assert [b.id for b in again] == [b.id for b in fresh[0]] and again[0].surfaced is True
+        assert len(seen) == ahead + 2
+    store.list_ahead(SPACE, {"limit": 3})  # outside a turn: nothing to announce to
+    assert store.list(SPACE, limit=3) == again and len(seen) == ahead + 3
+
+
+def test_lists_announced_ahead_share_one_round_trip(tmp_path, postgres_server, round_trips):
+    with Brain.open(tmp_path / "data", postgres_server.overlay(tmp_path / "ahead")) as brain:
+        brain.write(space=SPACE, id="b0", title="记忆", body="我们去了海边。")
+        with brain.ledger.pinned(), brain.store.turn_scope(SPACE):
+            assert brain.store.known_space(SPACE)
+            round_trips.reset()
+            brain.store.list_ahead(SPACE, {"limit": 3}, {"role": "core", "limit": 1000}, {"type": "dream"})
+            assert [b.id for b in brain.store.list(SPACE, limit=3)] == ["b0"]
+            assert brain.store.list(SPACE, role="core", limit=1000) == brain.store.list(SPACE, type="dream") == []
+            assert round_trips.count == 1

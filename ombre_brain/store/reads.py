@@ -86,8 +86,12 @@ class ReadsMixin:
 
     def list(self, space: str, *, type: str | None = None, limit: int | None = 50,
              since: str | None = None, role: str | None = None) -> list[Bucket]:
-        """Newest first. ``role`` (see :func:`storage_roles`) reads only the buckets holding it, from an index."""
-        rows = self.ledger.query(*self._list_query(space, type, limit, since, role))
+        """Newest first. ``role`` (see :func:`storage_roles`) reads only the buckets holding it, from an index.
+
+        Inside a turn, a list announced with :meth:`list_ahead` takes the rows read ahead."""
+        key = (type, limit, since, role)
+        ahead = self._listed_ahead(space, key)
+        rows = ahead.rows() if ahead is not None else self.ledger.query(*self._list_query(space, *key))
         return [bucket_from_stored(json.loads(r["data"])) for r in rows]
 
     def _list_query(self, space: str, type: str | None, limit: int | None, since: str | None,

@@ -5,8 +5,10 @@ each question is a round trip to a shared ledger. Inside :meth:`TurnScopeMixin.t
 are answered from one statement, sent ahead with the turn's first round trip. The stages also
 ask for the same buckets and edges again (candidates, their context, diffusion, chain titles):
 inside the scope each bucket and each bucket's edges are read once, and asked for again they
-come from the turn's memo. A write through this store in the turn's thread (a dream claimed)
-empties the memo, so the turn never reads its own writes stale. Mixed into
+come from the turn's memo. The side sections announce the lists they will read
+(:meth:`TurnScopeMixin.list_ahead`), which a shared ledger then sends in one round trip. A write
+through this store in the turn's thread (a dream claimed) empties the memo and drops the lists
+not yet taken, so the turn never reads its own writes stale. Mixed into
 :class:`~ombre_brain.store.bucket_store.BucketStore`.
 """
 
@@ -42,8 +44,8 @@ class TurnScopeMixin:
         return turn
 
     def _memo(self, space: str, kind: str) -> dict | None:
-        """This turn's memo (``buckets``: id -> Bucket or None; ``edges``: id -> all its edges), or None
-        outside a turn of ``space``."""
+        """This turn's memo (``buckets``: id -> Bucket or None; ``edges``: id -> all its edges; ``lists``:
+        list() keywords -> rows read ahead), or None outside a turn of ``space``."""
         turn = getattr(self._scope, "turn", None)
         if turn is None or turn["space"] != space:
             return None
@@ -55,9 +57,32 @@ class TurnScopeMixin:
         if turn is not None and turn["space"] == space:
             turn.pop("buckets", None)
             turn.pop("edges", None)
+            turn.pop("lists", None)
+
+    def list_ahead(self, space: str, *reads: dict) -> None:
+        """Inside a turn, send these :meth:`list` reads ahead (each a dict of its keywords); the list()
+        calls that follow with the same keywords take their rows. Outside a turn, nothing happens."""
+        lists = self._memo(space, "lists")
+        if lists is None:
+            return
+        for kw in reads:
+            key = _list_key(**kw)
+            if key not in lists:
+                lists[key] = self.ledger.ahead(*self._list_query(space, *key))
+
+    def _listed_ahead(self, space: str, key: tuple):
+        """The read sent ahead for a list() with these keywords (taken: a second call reads again), or None."""
+        lists = self._memo(space, "lists")
+        return lists.pop(key, None) if lists is not None else None
 
     def known_space(self, space: str) -> bool:
         turn = self._turn(space)
         if turn is not None:
             return turn["known"]
         return self.ledger.one("SELECT 1 FROM spaces WHERE space = ?", (space,)) is not None
+
+
+def _list_key(type: str | None = None, limit: int | None = 50, since: str | None = None,
+              role: str | None = None) -> tuple:
+    """list()'s keywords, with its defaults, in the order _list_query takes them."""
+    return (type, limit, since, role)

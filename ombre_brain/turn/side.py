@@ -39,6 +39,8 @@ class Side:
 
 def side_stage(ctx: TurnContext, direct: list[Decided], related: list[Decided], out: list[Suppressed]) -> Side:
     side = Side()
+    _read_ahead(ctx)
+    side.facts = facts(ctx)  # first: its read carries the lists read ahead (one round trip to a shared ledger)
     taken = {d.bucket.id for d in direct} | {d.bucket.id for d in related}
     side.recent, side.recent_fired = recent(ctx, taken, direct, out)
     taken |= {d.bucket.id for d in side.recent}
@@ -48,8 +50,28 @@ def side_stage(ctx: TurnContext, direct: list[Decided], related: list[Decided], 
     taken |= {d.bucket.id for d in side.favorites}
     side.dream = dream(ctx, taken)
     side.core = core(ctx)
-    side.facts = facts(ctx)
     return side
+
+
+def _read_ahead(ctx: TurnContext) -> None:
+    """Announce the lists the sections below will read, each under the same condition as its section,
+    so that on a shared ledger they travel together (a list announced and not read costs a wasted
+    read there, one read and not announced its own round trip; the answers are the same either way)."""
+    cfg = ctx.cfg
+    reads: list[dict] = [{"role": "weather", "limit": 20}]
+    if ctx.store.known_space(ctx.space):
+        reads.append({"limit": 200, "since": _recent_since(ctx)})
+    if G.favorite_gate(ctx.plan, ctx.state, cfg).allowed:
+        reads.append({"role": "favorite", "limit": 1000})
+    if ctx.parts.dreams is not None and cfg.gateway.dream_section:
+        reads.append({"type": "dream", "limit": None})  # DreamEngine.latent's
+    if cfg.gateway.budgets.core_memory > 0:
+        reads.append({"role": "core", "limit": 1000})
+    ctx.store.list_ahead(ctx.space, *reads)
+
+
+def _recent_since(ctx: TurnContext) -> str:
+    return (ctx.state.now - timedelta(hours=ctx.cfg.gateway.head_recent_hours)).isoformat()
 
 
 def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
@@ -57,8 +79,7 @@ def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
     cfg, plan, state = ctx.cfg, ctx.plan, ctx.state
     if not ctx.store.known_space(ctx.space):
         return [], False
-    since = (state.now - timedelta(hours=cfg.gateway.head_recent_hours)).isoformat()
-    pool = [b for b in ctx.store.list(ctx.space, limit=200, since=since)
+    pool = [b for b in ctx.store.list(ctx.space, limit=200, since=_recent_since(ctx))
             if b.id not in taken and b.created_dt() <= state.now]
     if not pool:
         return [], False
