@@ -401,4 +401,4 @@ def test_a_turn_on_a_shared_ledger_waits_on_the_server_few_times(tmp_path, postg
     side = next(" | ".join(t) for t in round_trips.trips if any("facts_records" in s for s in t))
     for what in ("strpos(roles", "created >=", "type ="):
         assert what in side, side  # the side sections' lists travel with the facts
-    assert round_trips.count <= 9, "\n".join(" | ".join(t) for t in round_trips.trips)
+    assert round_trips.count <= 8, "\n".join(" | ".join(t) for t in round_trips.trips)

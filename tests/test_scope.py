@@ -127,3 +127,19 @@ def test_lists_announced_ahead_share_one_round_trip(tmp_path, postgres_server, r
             assert [b.id for b in brain.store.list(SPACE, limit=3)] == ["b0"]
             assert brain.store.list(SPACE, role="core", limit=1000) == brain.store.list(SPACE, type="dream") == []
             assert round_trips.count == 1
+
+
+def test_edges_sent_ahead_answer_later_asks(scoped, monkeypatch):
+    store = scoped.store
+    want = {ids: store.edges(SPACE, list(ids)) for ids in [("b1", "b3"), ("b0", "b1", "b2", "b3"), ("b4", "b0")]}
+    seen = counting(scoped, monkeypatch)
+    with scoped.ledger.pinned(), store.turn_scope(SPACE):
+        store.edges_ahead(SPACE, ["b0", "b1", "b2", "b3"])
+        store.edges_ahead(SPACE, ["b1", "b2"])  # all waiting already: nothing more to send
+        assert store.edges(SPACE, ["b1", "b3"]) == want[("b1", "b3")]
+        ahead = 0 if store.ledger.shared else 1  # SQLite reads it when first asked
+        assert len(seen) == ahead
+        assert store.edges(SPACE, ["b0", "b1", "b2", "b3"]) == want[("b0", "b1", "b2", "b3")]
+        assert store.edges(SPACE, ["b4", "b0"]) == want[("b4", "b0")] and len(seen) == ahead + 1  # b4 read now
+    store.edges_ahead(SPACE, ["b5"])  # outside a turn: nothing
+    assert len(seen) == ahead + 1

@@ -36,24 +36,43 @@ class EdgesMixin:
         """Every edge of the space, or those touching the given buckets, in a stable order (inside a
         turn, each bucket's edges are read once)."""
         if bucket_ids is None:
-            rows = self.ledger.query("SELECT from_id, to_id, relation, confidence FROM edges WHERE space = ? "
-                                     "ORDER BY from_id, to_id, relation", (space,))
-            return [Edge(r["from_id"], r["to_id"], r["relation"], r["confidence"]) for r in rows]
+            return self._read_edges(self.ledger.query("SELECT from_id, to_id, relation, confidence FROM edges WHERE "
+                                                      "space = ? ORDER BY from_id, to_id, relation", (space,)))
         ids = list(dict.fromkeys(bucket_ids))
         memo = self._memo(space, "edges")
         if memo is None or not ids:
-            return self._edges_touching(space, ids) if ids else []
+            return self._read_edges(self.ledger.query(*self._edges_query(space, ids))) if ids else []
+        for nodes, ahead in self._memo(space, "edges_ahead").items():  # reads sent ahead, now wanted
+            self._remember(memo, nodes, self._read_edges(ahead.rows()))
+        self._memo(space, "edges_ahead").clear()
         missing = [i for i in ids if i not in memo]
         if missing:
-            fresh = set(missing)
-            memo.update((i, []) for i in missing)
-            for e in self._edges_touching(space, missing):
-                for b in {e.from_id, e.to_id} & fresh:
-                    memo[b].append(e)
+            self._remember(memo, missing, self._read_edges(self.ledger.query(*self._edges_query(space, missing))))
         found = {(e.from_id, e.to_id, e.relation): e for i in ids for e in memo[i]}
         return [found[k] for k in sorted(found)]
 
-    def _edges_touching(self, space: str, ids: list[str]) -> list[Edge]:
+    def edges_ahead(self, space: str, bucket_ids: Iterable[str]) -> None:
+        """Inside a turn, send the read of these buckets' edges ahead: edges() takes it when next asked
+        (a shared ledger sends it with the turn's next round trip). Outside a turn, nothing happens."""
+        memo = self._memo(space, "edges")
+        if memo is None:
+            return
+        waiting = self._memo(space, "edges_ahead")
+        known = set(memo).union(*waiting)
+        ids = tuple(i for i in dict.fromkeys(bucket_ids) if i not in known)
+        if ids:
+            waiting[ids] = self.ledger.ahead(*self._edges_query(space, list(ids)))
+
+    @staticmethod
+    def _remember(memo: dict, nodes, edges: list[Edge]) -> None:
+        """Record the edges read for ``nodes`` (every edge touching each) in the turn's memo."""
+        fresh = {n for n in nodes if n not in memo}
+        memo.update((n, []) for n in fresh)
+        for e in edges:
+            for b in {e.from_id, e.to_id} & fresh:
+                memo[b].append(e)
+
+    def _edges_query(self, space: str, ids: list[str]) -> tuple[str, list]:
         """Every edge with an end among ``ids``, in (from, to, relation) order."""
         dialect = self.ledger.dialect
         from_in, p = dialect.among("from_id", ids)
@@ -62,7 +81,9 @@ class EdgesMixin:
         # space (3 ms a call at 20k edges, and diffusion calls it once per hop).
         cols = "SELECT from_id, to_id, relation, confidence FROM edges"
         cols_to = f"SELECT from_id, to_id, relation, confidence FROM {dialect.indexed_by('edges', 'edges_to')}"
-        rows = self.ledger.query(
-            f"{cols} WHERE space = ? AND {from_in} UNION {cols_to} WHERE space = ? AND {to_in} "
-            "ORDER BY from_id, to_id, relation", (space, *p, space, *p))
+        return (f"{cols} WHERE space = ? AND {from_in} UNION {cols_to} WHERE space = ? AND {to_in} "
+                "ORDER BY from_id, to_id, relation", [space, *p, space, *p])
+
+    @staticmethod
+    def _read_edges(rows) -> list[Edge]:
         return [Edge(r["from_id"], r["to_id"], r["relation"], r["confidence"]) for r in rows]

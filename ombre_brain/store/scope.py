@@ -57,6 +57,7 @@ class TurnScopeMixin:
         if turn is not None and turn["space"] == space:
             turn.pop("buckets", None)
             turn.pop("edges", None)
+            turn.pop("edges_ahead", None)
             turn.pop("lists", None)
 
     def list_ahead(self, space: str, *reads: dict) -> None:
