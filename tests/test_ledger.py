@@ -156,3 +156,63 @@ def test_a_read_transaction_takes_the_reads_and_locks_waiting_before_it(pg, roun
         assert [t.split()[0] for t in round_trips.trips[0]] == ["COMMIT", "BEGIN", "SELECT", "SELECT", "SELECT"]
         assert ahead.one()[0] == 3 and pg.held("lock", "three")
         pg.release("lock", "three")
+
+
+def test_a_deferred_transaction_commits_at_once_where_nothing_can_carry_it(ledger):
+    with ledger.tx(serial=False, batch=True, defer=True) as c:  # SQLite, or no pinned block: as a batch
+        c.execute("INSERT INTO t(k, n) VALUES (?, ?)", ("d", 4))
+    assert ledger.one("SELECT COUNT(*) FROM t")[0] == 4
+
+
+def other_count(pg, round_trips=None) -> int:
+    """The rows another connection sees (its own waits are not the pinned connection's: not counted)."""
+    before = round_trips.count if round_trips is not None else 0
+    with psycopg.connect(pg.url, autocommit=True) as other:
+        n = other.execute("SELECT COUNT(*) FROM t").fetchone()[0]
+    if round_trips is not None:
+        round_trips.count = before
+    return n
+
+
+def test_a_deferred_transaction_travels_with_the_next_round_trip(pg, round_trips):
+    with pg.pinned():
+        pg.hold("lock", "four")
+        pg.one("SELECT 1")
+        round_trips.reset()
+        with pg.tx(serial=False, durable=False, batch=True, defer=True) as c:
+            c.execute("INSERT INTO t(k, n) VALUES (?, ?)", ("d", 4))
+            c.executemany("INSERT INTO t(k, n) VALUES (?, ?)", [("e", 5), ("f", 6)])
+        assert round_trips.count == 0 and other_count(pg, round_trips) == 3  # nothing went out yet
+        assert pg.one("SELECT COUNT(*) FROM t")[0] == 6  # this thread's next statement goes after it
+        assert round_trips.count == 1 and other_count(pg, round_trips) == 6
+        with pg.tx(serial=False, batch=True, defer=True) as c:
+            c.execute("DELETE FROM t WHERE k = ?", ("f",))
+        pg.release("lock", "four")  # the usual carrier: the session's unlock at the end of a turn
+        assert round_trips.count == 2 and other_count(pg, round_trips) == 5
+        with pg.tx(serial=False, batch=True, defer=True) as c:
+            c.execute("DELETE FROM t WHERE k = ?", ("e",))
+    assert round_trips.count == 3 and other_count(pg) == 4  # or the end of the pinned block
+    assert not pg.held("lock", "four")
+
+
+def test_a_deferred_transaction_that_fails_raises_where_it_goes_out(pg):
+    with pytest.raises(pg.IntegrityError), pg.pinned():
+        pg.hold("lock", "five")
+        pg.one("SELECT 1")
+        with pg.tx(serial=False, batch=True, defer=True) as c:
+            c.execute("INSERT INTO t(k, n) VALUES (?, ?)", ("g", 7))
+            c.execute("INSERT INTO t(k, n) VALUES (?, ?)", ("a", 8))  # a duplicate key
+        try:
+            pg.release("lock", "five")  # the unlock it rode with is not lost with it
+        finally:
+            assert not pg.held("lock", "five")
+            assert pg.one("SELECT COUNT(*) FROM t")[0] == 3  # rolled back, and the connection still serves
+    with pytest.raises(pg.IntegrityError), pg.pinned():
+        with pg.tx(serial=False, batch=True, defer=True) as c:
+            c.execute("INSERT INTO t(k, n) VALUES (?, ?)", ("a", 9))
+    assert keys(pg.query("SELECT k FROM t ORDER BY k")) == ["a", "b", "c"]
+    with pytest.raises(RuntimeError), pg.pinned():  # the body failed: nothing of it goes out
+        with pg.tx(serial=False, batch=True, defer=True) as c:
+            c.execute("INSERT INTO t(k, n) VALUES (?, ?)", ("h", 9))
+            raise RuntimeError("changed its mind")
+    assert pg.one("SELECT COUNT(*) FROM t")[0] == 3

@@ -106,7 +106,8 @@ class Ledger:
 
     # ------------------------------------------------------------ what each engine provides
 
-    def tx(self, *, serial: bool = True, durable: bool = True, batch: bool = False) -> AbstractContextManager:
+    def tx(self, *, serial: bool = True, durable: bool = True, batch: bool = False,
+           defer: bool = False) -> AbstractContextManager:
         """A write transaction: all or nothing; nested use joins the outer one.
 
         ``serial`` (the default) also serialises it with every other serial transaction, in every
@@ -115,7 +116,10 @@ class Ledger:
         ``durable=False``: bookkeeping whose last fraction of a second a database crash may lose
         (PostgreSQL commits it without waiting for its log flush, as SQLite's ``synchronous=NORMAL``
         does for every transaction). ``batch=True``: the body reads no results, so PostgreSQL sends
-        its statements in one pipeline. SQLite ignores both.
+        its statements in one pipeline. ``defer=True`` (with ``batch``, inside :meth:`pinned`):
+        PostgreSQL sends them, and the COMMIT, with this connection's next round trip (at the
+        latest when the pinned block ends) and raises their errors there; statements this thread
+        sends later run after it. SQLite ignores all three.
         """
         raise NotImplementedError
 

@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ...errors import StoreError
@@ -68,17 +69,36 @@ class _State(threading.local):
     pending: list[str | _Ahead] | None = None  # what travels with the next statement (BEGIN, a lock, a read)
     flushes = 0   # how many times pending statements went out
     held = 0      # locks taken with hold() and not yet released on this connection
+    deferring = False  # inside tx(defer=True): statements are queued, not sent
 
 
 _COMMIT = "COMMIT"
 
 
-def _send(raw: psycopg.Connection, queued: list[str | _Ahead]) -> None:
+class _Write:
+    """A statement of a deferred transaction (``tx(defer=True)``), waiting for the next round trip."""
+
+    __slots__ = ("sql", "params", "many")
+
+    def __init__(self, sql: str, params, many: bool = False) -> None:
+        self.sql, self.params, self.many = sql, params, many
+
+
+def _send(raw: psycopg.Connection, queued: list) -> None:
     for item in queued:
         if isinstance(item, str):
             raw.execute(item)
+        elif isinstance(item, _Write):
+            if item.many:
+                raw.cursor().executemany(item.sql, item.params)
+            else:
+                raw.execute(item.sql, item.params)
         else:
             item.cursor = raw.execute(item.sql, item.params)
+
+
+def _writes(queued: list | None) -> bool:
+    return bool(queued) and any(isinstance(item, _Write) for item in queued)
 
 
 def _run(st: _State, raw: psycopg.Connection, sql: str | None, params: tuple | list = ()):
@@ -91,9 +111,15 @@ def _run(st: _State, raw: psycopg.Connection, sql: str | None, params: tuple | l
         return raw.execute(sql, params) if sql is not None else None
     queued, st.pending = st.pending, None
     st.flushes += 1
-    with nullcontext() if raw.pgconn.pipeline_status else raw.pipeline():
-        _send(raw, queued)
-        return raw.execute(sql, params) if sql is not None else None
+    try:
+        with nullcontext() if raw.pgconn.pipeline_status else raw.pipeline():
+            _send(raw, queued)
+            return raw.execute(sql, params) if sql is not None else None
+    except psycopg.Error:
+        # a deferred transaction failed: the server skipped the rest and holds it open, failed
+        if _writes(queued) and not st.in_tx and raw.pgconn.transaction_status == TransactionStatus.INERROR:
+            raw.execute("ROLLBACK")
+        raise
 
 
 def _queue(st: _State, stmts: list[str | _Ahead], *, first: bool = False) -> int:
@@ -139,9 +165,15 @@ class Conn:
         self.raw, self.st = raw, st
 
     def execute(self, sql: str, params: tuple | list = ()):
+        if self.st.deferring:
+            _queue(self.st, [_Write(translate(sql), params)])
+            return None
         return _run(self.st, self.raw, translate(sql), params)
 
     def executemany(self, sql: str, seq):
+        if self.st.deferring:
+            _queue(self.st, [_Write(translate(sql), list(seq), many=True)])
+            return None
         if self.st.pending:
             _run(self.st, self.raw, "SELECT 1")
         cur = self.raw.cursor()
@@ -198,20 +230,36 @@ class PostgresLedger(Ledger):
         st.conn, st.pins = conn, 1
         try:
             yield conn
-        finally:
-            if st.pending and _COMMIT in st.pending:  # a read transaction still open: end it
-                try:
-                    conn.execute(_COMMIT)
-                except psycopg.Error:
-                    pass
-            if st.held:  # never hand a connection holding locks back to the pool
-                try:
-                    conn.execute("SELECT pg_advisory_unlock_all()")
-                except psycopg.Error:
-                    pass
-            st.conn, st.pins, st.in_tx, st.locked, st.kept, st.held = None, 0, False, False, 0, 0
-            st.pending = None
-            self._pool.putconn(conn)
+        except BaseException:
+            self._hand_back(conn, failing=True)
+            raise
+        self._hand_back(conn, failing=False)
+
+    def _hand_back(self, conn: psycopg.Connection, *, failing: bool) -> None:
+        """End what the pinned block left waiting, give back its locks, and return the connection.
+
+        A deferred transaction still waiting goes out now; its error is raised here, unless the
+        block is failing already (then it is the lesser news, and the server rolled it back).
+        """
+        st = self._state
+        error = None
+        try:
+            if _writes(st.pending):
+                _run(st, conn, None)
+            elif st.pending and _COMMIT in st.pending:  # a read transaction still open: end it
+                conn.execute(_COMMIT)
+        except psycopg.Error as exc:
+            error = exc
+        if st.held:  # never hand a connection holding locks back to the pool
+            try:
+                conn.execute("SELECT pg_advisory_unlock_all()")
+            except psycopg.Error:
+                pass
+        st.conn, st.pins, st.in_tx, st.locked, st.kept, st.held = None, 0, False, False, 0, 0
+        st.pending, st.deferring = None, False
+        self._pool.putconn(conn)
+        if error is not None and not failing:
+            raise error
 
     @contextmanager
     def pinned(self) -> Iterator[None]:
@@ -226,7 +274,8 @@ class PostgresLedger(Ledger):
     # ------------------------------------------------------------ transactions
 
     @contextmanager
-    def tx(self, *, serial: bool = True, durable: bool = True, batch: bool = False) -> Iterator[Conn]:
+    def tx(self, *, serial: bool = True, durable: bool = True, batch: bool = False,
+           defer: bool = False) -> Iterator[Conn]:
         st = self._state
         with self._pinned() as raw:
             if st.in_tx:
@@ -240,9 +289,25 @@ class PostgresLedger(Ledger):
                 begin.append(f"SELECT pg_advisory_xact_lock({self._write_key})")
             if not durable:
                 begin.append("SET LOCAL synchronous_commit TO off")
-            with self._transaction(raw, begin, batch):
+            with self._deferred(begin) if defer and batch and st.kept else self._transaction(raw, begin, batch):
                 st.locked = serial
                 yield Conn(raw, st)
+
+    @contextmanager
+    def _deferred(self, begin: list[str]) -> Iterator[None]:
+        """A transaction whose statements and COMMIT wait for the connection's next round trip."""
+        st = self._state
+        start = _queue(st, begin)
+        st.in_tx = st.deferring = True
+        try:
+            yield
+        except BaseException:
+            del st.pending[start:]  # none of it went out
+            raise
+        else:
+            _queue(st, [_COMMIT])
+        finally:
+            st.in_tx = st.locked = st.deferring = False
 
     @contextmanager
     def snapshot(self) -> Iterator[Conn]:
@@ -374,10 +439,17 @@ class PostgresLedger(Ledger):
             else:
                 sent.append(f"pg_advisory_unlock({k})")
         if sent:
+            unlock, writes = "SELECT " + ", ".join(sent), _writes(st.pending)
             try:
-                _run(st, st.conn, "SELECT " + ", ".join(sent))
-            except psycopg.Error:  # a broken connection took the locks with it
-                pass
+                _run(st, st.conn, unlock)
+            except psycopg.Error:
+                if not writes:  # a broken connection took the locks with it
+                    return
+                try:  # a deferred transaction riding along failed, and the unlock was skipped with it
+                    _run(st, st.conn, unlock)
+                except psycopg.Error:
+                    pass
+                raise
 
     def held(self, *parts: str) -> bool:
         key = lock_key(self.namespace, *parts)
