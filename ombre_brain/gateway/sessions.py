@@ -94,9 +94,11 @@ class SessionStore:
 
         The caller holds the session's turn lock (``Brain.turn``), so the session's rows need no more;
         it is bookkeeping, so a database crash may lose the last fraction of a second of it (durable=False).
+        On a shared ledger it goes out with the turn's next round trip, the release of that lock
+        (defer=True): the next holder of the lock finds it committed.
         """
         now = state.now.isoformat()
-        with self.ledger.tx(serial=False, durable=False, batch=True) as c:
+        with self.ledger.tx(serial=False, durable=False, batch=True, defer=True) as c:
             c.execute(
                 "INSERT INTO sessions(space, session, round, last_seen, recent_fired_at) VALUES (?,?,?,?,?) "
                 "ON CONFLICT(space, session) DO UPDATE SET round = excluded.round, last_seen = excluded.last_seen, "
