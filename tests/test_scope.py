@@ -143,3 +143,19 @@ def test_edges_sent_ahead_answer_later_asks(scoped, monkeypatch):
         assert store.edges(SPACE, ["b4", "b0"]) == want[("b4", "b0")] and len(seen) == ahead + 1  # b4 read now
     store.edges_ahead(SPACE, ["b5"])  # outside a turn: nothing
     assert len(seen) == ahead + 1
+
+
+def test_edges_read_with_their_ends_bring_the_buckets_there(scoped, monkeypatch):
+    store = scoped.store
+    with store.ledger.tx() as c:  # an end that is not visible stays out, as get_many leaves it out
+        c.execute("UPDATE buckets SET state = 'deleting' WHERE space = ? AND id = ?", (SPACE, "b2"))
+    want_edges = store.edges(SPACE, ["b1", "b4"])
+    ends = {e.from_id for e in want_edges} | {e.to_id for e in want_edges}
+    want = store.get_many(SPACE, ends)
+    assert ends == {"b0", "b1", "b2", "b4", "b5"} and "b2" not in want
+    seen = counting(scoped, monkeypatch)
+    with scoped.ledger.pinned(), store.turn_scope(SPACE):
+        assert store.edges(SPACE, ["b1", "b4"], ends=True) == want_edges
+        assert store.get_many(SPACE, ends) == want
+        assert len(seen) == 1
+    assert store.edges(SPACE, ["b1", "b4"], ends=True) == want_edges  # outside a turn: the edges alone

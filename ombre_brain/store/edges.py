@@ -5,11 +5,14 @@ Mixed into :class:`~ombre_brain.store.bucket_store.BucketStore`; edges live in t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from datetime import datetime, timezone
 
+from ..buckets import bucket_from_stored
 from ..errors import NotFoundError, ValidationError
 from ..recall_types import Edge
+from .reads import VISIBLE
 
 RELATIONS = ("same_event", "context_of", "evidenced_by", "relates_to", "old_version", "conflict", "dream_ring")
 
@@ -32,9 +35,13 @@ class EdgesMixin:
                       (space, from_id, to_id, relation, float(confidence), datetime.now(timezone.utc).isoformat()))
         return Edge(from_id, to_id, relation, float(confidence))
 
-    def edges(self, space: str, bucket_ids: Iterable[str] | None = None) -> list[Edge]:
+    def edges(self, space: str, bucket_ids: Iterable[str] | None = None, *, ends: bool = False) -> list[Edge]:
         """Every edge of the space, or those touching the given buckets, in a stable order (inside a
-        turn, each bucket's edges are read once)."""
+        turn, each bucket's edges are read once).
+
+        ``ends`` (inside a turn): the buckets at both ends of the edges read come in the same
+        statement and join the turn's memo, for the get_many that follows (diffusion's targets).
+        """
         if bucket_ids is None:
             return self._read_edges(self.ledger.query("SELECT from_id, to_id, relation, confidence FROM edges WHERE "
                                                       "space = ? ORDER BY from_id, to_id, relation", (space,)))
@@ -47,7 +54,10 @@ class EdgesMixin:
         self._memo(space, "edges_ahead").clear()
         missing = [i for i in ids if i not in memo]
         if missing:
-            self._remember(memo, missing, self._read_edges(self.ledger.query(*self._edges_query(space, missing))))
+            rows = self.ledger.query(*self._edges_query(space, missing, ends=ends))
+            self._remember(memo, missing, self._read_edges(rows))
+            if ends:
+                self._remember_ends(space, rows)
         found = {(e.from_id, e.to_id, e.relation): e for i in ids for e in memo[i]}
         return [found[k] for k in sorted(found)]
 
@@ -72,8 +82,17 @@ class EdgesMixin:
             for b in {e.from_id, e.to_id} & fresh:
                 memo[b].append(e)
 
-    def _edges_query(self, space: str, ids: list[str]) -> tuple[str, list]:
-        """Every edge with an end among ``ids``, in (from, to, relation) order."""
+    def _remember_ends(self, space: str, rows) -> None:
+        """The visible buckets at the ends of edges read with ``ends``, into the turn's memo (None: not visible)."""
+        memo = self._memo(space, "buckets")
+        for r in rows:
+            for end, data in ((r["from_id"], r["from_data"]), (r["to_id"], r["to_data"])):
+                if end not in memo:
+                    memo[end] = bucket_from_stored(json.loads(data)) if data is not None else None
+
+    def _edges_query(self, space: str, ids: list[str], ends: bool = False) -> tuple[str, list]:
+        """Every edge with an end among ``ids``, in (from, to, relation) order; with ``ends``, the
+        records of the visible buckets at both ends too (``from_data``, ``to_data``; NULL if not visible)."""
         dialect = self.ledger.dialect
         from_in, p = dialect.among("from_id", ids)
         to_in, _ = dialect.among("to_id", ids)
@@ -81,8 +100,13 @@ class EdgesMixin:
         # space (3 ms a call at 20k edges, and diffusion calls it once per hop).
         cols = "SELECT from_id, to_id, relation, confidence FROM edges"
         cols_to = f"SELECT from_id, to_id, relation, confidence FROM {dialect.indexed_by('edges', 'edges_to')}"
-        return (f"{cols} WHERE space = ? AND {from_in} UNION {cols_to} WHERE space = ? AND {to_in} "
-                "ORDER BY from_id, to_id, relation", [space, *p, space, *p])
+        near = f"{cols} WHERE space = ? AND {from_in} UNION {cols_to} WHERE space = ? AND {to_in}"
+        if not ends:
+            return f"{near} ORDER BY from_id, to_id, relation", [space, *p, space, *p]
+        return (f"SELECT e.from_id, e.to_id, e.relation, e.confidence, f.data from_data, t.data to_data "
+                f"FROM ({near}) e LEFT JOIN buckets f ON f.space = ? AND f.id = e.from_id AND f.{VISIBLE} "
+                f"LEFT JOIN buckets t ON t.space = ? AND t.id = e.to_id AND t.{VISIBLE} "
+                "ORDER BY e.from_id, e.to_id, e.relation", [space, *p, space, *p, space, space])
 
     @staticmethod
     def _read_edges(rows) -> list[Edge]:
