@@ -396,7 +396,7 @@ def test_a_turn_on_a_shared_ledger_waits_on_the_server_few_times(tmp_path, postg
         turn = brain.turn(BENCH, "s", queries[-1], now="2026-11-30T21:09:00+08:00")
     assert turn.to_dict()["sections"], "the turn injected nothing: it measured an empty turn"
     first = " | ".join(round_trips.trips[0])
-    for what in ("pg_advisory_lock", "change_heads", "FROM sessions", "FROM space_state", "FROM injections"):
+    for what in ("pg_advisory_lock", "change_heads", "JOIN sessions", "JOIN space_state", "JOIN injections"):
         assert what in first, first  # the session's lock and state and the space's head: one round trip
     side = next(" | ".join(t) for t in round_trips.trips if any("facts_records" in s for s in t))
     for what in ("strpos(roles", "created >=", "type ="):
