@@ -44,8 +44,9 @@ class TurnScopeMixin:
         return turn
 
     def _memo(self, space: str, kind: str) -> dict | None:
-        """This turn's memo (``buckets``: id -> Bucket or None; ``edges``: id -> all its edges; ``lists``:
-        list() keywords -> rows read ahead), or None outside a turn of ``space``."""
+        """This turn's memo, or None outside a turn of ``space``: ``buckets`` (id -> Bucket, or None where
+        there is none to see), ``edges`` (id -> every edge touching it), ``edges_ahead`` (ids -> their
+        edges' read sent ahead) and ``lists`` (list() keywords -> its read sent ahead)."""
         turn = getattr(self._scope, "turn", None)
         if turn is None or turn["space"] != space:
             return None
