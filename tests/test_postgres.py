@@ -403,4 +403,4 @@ def test_a_turn_on_a_shared_ledger_waits_on_the_server_few_times(tmp_path, postg
         assert what in side, side  # the side sections' lists travel with the facts
     last = " | ".join(round_trips.trips[-1])
     assert "INSERT INTO turn_log" in last and "pg_advisory_unlock" in last, last  # the record rides with the unlock
-    assert round_trips.count <= 6, "\n".join(" | ".join(t) for t in round_trips.trips)
+    assert round_trips.count <= 5, "\n".join(" | ".join(t) for t in round_trips.trips)

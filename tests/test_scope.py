@@ -159,3 +159,21 @@ def test_edges_read_with_their_ends_bring_the_buckets_there(scoped, monkeypatch)
         assert store.get_many(SPACE, ends) == want
         assert len(seen) == 1
     assert store.edges(SPACE, ["b1", "b4"], ends=True) == want_edges  # outside a turn: the edges alone
+
+
+def test_second_opinion_vectors_come_with_the_candidates_moments(scoped, monkeypatch):
+    store = scoped.store
+    if store.second is None:
+        pytest.skip("no second-opinion encoder in this configuration")
+    found = [m.id for b in ("b0", "b1") for m in store.moments(SPACE, b)]
+    want = store.second_vectors(SPACE, [*found[1:], "b2#0"])
+    assert set(want) == {*found[1:], "b2#0"}
+    seen = counting(scoped, monkeypatch)
+    with scoped.ledger.pinned(), store.turn_scope(SPACE):
+        store.moments_with_buckets(SPACE, found, seconds=True)
+        got = store.second_vectors(SPACE, [*found[1:], "b2#0"])
+        assert len(seen) == 2  # the moments, then only b2#0's vector
+        assert list(got) == list(want) and all((got[k] == want[k]).all() for k in want)
+    store.moments_with_buckets(SPACE, found, seconds=True)  # outside a turn: nothing is kept for later
+    store.second_vectors(SPACE, found[:1])
+    assert len(seen) == 4

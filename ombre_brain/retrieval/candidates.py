@@ -68,7 +68,7 @@ class Retriever:
         found = set(vector) | set(lexical)
         if rc.fusion.context_share > 0:  # the candidates' context edges travel with their moments (inside a turn)
             self.store.edges_ahead(space, {bucket_id_of(m) for m in found})
-        moments, buckets = self.store.moments_with_buckets(space, found)
+        moments, buckets = self.store.moments_with_buckets(space, found, seconds=self.store.second is not None)
         vector = {k: v for k, v in vector.items() if k in moments}
         lexical = {k: v for k, v in lexical.items() if k in moments}
         anchors = [a.lower() for a in plan.anchors if a.strip()]

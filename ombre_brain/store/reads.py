@@ -128,26 +128,31 @@ class ReadsMixin:
                                  "FROM moments WHERE space = ? AND bucket_id = ? ORDER BY ordinal", (space, bucket_id))
         return [_moment(r) for r in rows]
 
-    def moments_with_buckets(self, space: str,
-                             moment_ids: Iterable[str]) -> tuple[dict[str, Moment], dict[str, Bucket]]:
+    def moments_with_buckets(self, space: str, moment_ids: Iterable[str], *,
+                             seconds: bool = False) -> tuple[dict[str, Moment], dict[str, Bucket]]:
         """The committed moments among ``moment_ids``, and their buckets (by id, in id order), in one read.
 
         The join that keeps out moments of uncommitted buckets reads those buckets anyway, so their
-        records come along instead of in a second statement; inside a turn they join its memo.
+        records come along instead of in a second statement; inside a turn they join its memo, and
+        with ``seconds`` so do the moments' second-opinion vectors (admission asks for some of them).
         """
         ids = list(dict.fromkeys(moment_ids))
         moments: dict[str, Moment] = {}
         buckets: dict[str, Bucket] = {}
+        memo = self._memo(space, "buckets")
+        kept = self._memo(space, "seconds") if seconds else None
+        cols = 'm.id, m.bucket_id, m.ordinal, m.section, m.context_only, m.text, m.start, m."end", b.data'
         for i in range(0, len(ids), 900):
             among, chunk = self.ledger.dialect.among("m.id", ids[i:i + 900])
             for r in self.ledger.query(
-                    'SELECT m.id, m.bucket_id, m.ordinal, m.section, m.context_only, m.text, m.start, m."end", b.data '
-                    "FROM moments m JOIN buckets b ON b.space = m.space AND b.id = m.bucket_id "
-                    f"WHERE m.space = ? AND b.state = 'committed' AND {among}", (space, *chunk)):
+                    f"SELECT {cols}{', m.second' if kept is not None else ''} FROM moments m JOIN buckets b ON "
+                    f"b.space = m.space AND b.id = m.bucket_id WHERE m.space = ? AND b.state = 'committed' AND {among}",
+                    (space, *chunk)):
                 moments[r["id"]] = _moment(r)
                 if r["bucket_id"] not in buckets:
                     buckets[r["bucket_id"]] = bucket_from_stored(json.loads(r["data"]))
-        memo = self._memo(space, "buckets")
+                if kept is not None:
+                    kept[r["id"]] = (r["text"], r["second"])
         if memo is not None:
             memo.update(buckets)
         return moments, dict(sorted(buckets.items()))
@@ -173,22 +178,28 @@ class ReadsMixin:
         return ids, np.stack([got[i] for i in ids])
 
     def second_vectors(self, space: str, moment_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """The second-opinion vectors of these moments; one a ledger lacks (written before) is encoded now."""
+        """The second-opinion vectors of these moments; one a ledger lacks (written before) is encoded now.
+
+        Inside a turn, those read with the candidates' moments come from the turn's memo."""
         enc = self.second
         ids = list(dict.fromkeys(moment_ids))
         if enc is None or not ids:
             return {}
+        kept = self._memo(space, "seconds") or {}
+        rows = [(i, *kept[i]) for i in ids if i in kept]
+        rest = [i for i in ids if i not in kept]
+        for i in range(0, len(rest), 900):
+            among, chunk = self.ledger.dialect.among("id", rest[i:i + 900])
+            rows += [(r["id"], r["text"], r["second"]) for r in self.ledger.query(
+                f"SELECT id, text, second FROM moments WHERE space = ? AND {among}", (space, *chunk))]
         out: dict[str, np.ndarray] = {}
         missing: dict[str, str] = {}
-        for i in range(0, len(ids), 900):
-            among, chunk = self.ledger.dialect.among("id", ids[i:i + 900])
-            for r in self.ledger.query(f"SELECT id, text, second FROM moments WHERE space = ? AND {among}",
-                                       (space, *chunk)):
-                vec = decode_blob(r["second"])
-                if vec is not None and len(vec) == enc.dimension:
-                    out[r["id"]] = vec
-                else:
-                    missing[r["id"]] = r["text"]
+        for mid, text, blob in sorted(rows, key=lambda r: r[0]):
+            vec = decode_blob(blob)
+            if vec is not None and len(vec) == enc.dimension:
+                out[mid] = vec
+            else:
+                missing[mid] = text
         if missing:
             for mid, vec in zip(missing, enc.passages(list(missing.values())), strict=True):
                 out[mid] = vec

@@ -46,7 +46,8 @@ class TurnScopeMixin:
     def _memo(self, space: str, kind: str) -> dict | None:
         """This turn's memo, or None outside a turn of ``space``: ``buckets`` (id -> Bucket, or None where
         there is none to see), ``edges`` (id -> every edge touching it), ``edges_ahead`` (ids -> their
-        edges' read sent ahead) and ``lists`` (list() keywords -> its read sent ahead)."""
+        edges' read sent ahead), ``lists`` (list() keywords -> its read sent ahead) and ``seconds``
+        (moment id -> its text and stored second-opinion vector)."""
         turn = getattr(self._scope, "turn", None)
         if turn is None or turn["space"] != space:
             return None
@@ -60,6 +61,7 @@ class TurnScopeMixin:
             turn.pop("edges", None)
             turn.pop("edges_ahead", None)
             turn.pop("lists", None)
+            turn.pop("seconds", None)
 
     def list_ahead(self, space: str, *reads: dict) -> None:
         """Inside a turn, send these :meth:`list` reads ahead (each a dict of its keywords); the list()
