@@ -398,9 +398,10 @@ def test_a_turn_on_a_shared_ledger_waits_on_the_server_few_times(tmp_path, postg
     first = " | ".join(round_trips.trips[0])
     for what in ("pg_advisory_lock", "change_heads", "JOIN sessions", "JOIN space_state", "JOIN injections"):
         assert what in first, first  # the session's lock and state and the space's head: one round trip
-    side = next(" | ".join(t) for t in round_trips.trips if any("facts_records" in s for s in t))
-    for what in ("strpos(roles", "created >=", "type ="):
-        assert what in side, side  # the side sections' lists travel with the facts
+    second = " | ".join(round_trips.trips[1])  # the candidates' moments, their edges and the side sections' reads
+    for what in ("moments m JOIN buckets", "FROM edges", "strpos(roles", "created >=", "type =", "facts_records"):
+        assert what in second, second
+    assert not any("ISOLATION" in s for t in round_trips.trips for s in t)  # no facts here: no facts read
     last = " | ".join(round_trips.trips[-1])
     assert "INSERT INTO turn_log" in last and "pg_advisory_unlock" in last, last  # the record rides with the unlock
-    assert round_trips.count <= 5, "\n".join(" | ".join(t) for t in round_trips.trips)
+    assert round_trips.count <= 4, "\n".join(" | ".join(t) for t in round_trips.trips)

@@ -39,8 +39,6 @@ class Side:
 
 def side_stage(ctx: TurnContext, direct: list[Decided], related: list[Decided], out: list[Suppressed]) -> Side:
     side = Side()
-    _read_ahead(ctx)
-    side.facts = facts(ctx)  # first: its read carries the lists read ahead (one round trip to a shared ledger)
     taken = {d.bucket.id for d in direct} | {d.bucket.id for d in related}
     side.recent, side.recent_fired = recent(ctx, taken, direct, out)
     taken |= {d.bucket.id for d in side.recent}
@@ -50,13 +48,15 @@ def side_stage(ctx: TurnContext, direct: list[Decided], related: list[Decided], 
     taken |= {d.bucket.id for d in side.favorites}
     side.dream = dream(ctx, taken)
     side.core = core(ctx)
+    side.facts = facts(ctx)
     return side
 
 
-def _read_ahead(ctx: TurnContext) -> None:
-    """Announce the lists the sections below will read, each under the same condition as its section,
-    so that on a shared ledger they travel together (a list announced and not read costs a wasted
-    read there, one read and not announced its own round trip; the answers are the same either way)."""
+def announce_side_reads(ctx: TurnContext) -> None:
+    """Send ahead what the side sections will read, each under the same condition as its section: the
+    lists, and whether the space has facts at all. On a shared ledger they travel with the turn's
+    candidates read instead of in round trips of their own (a read announced and not used is wasted
+    there, one used and not announced costs its own round trip; the answers are the same either way)."""
     cfg = ctx.cfg
     reads: list[dict] = [{"role": "weather", "limit": 20}]
     if ctx.store.known_space(ctx.space):
@@ -68,6 +68,8 @@ def _read_ahead(ctx: TurnContext) -> None:
     if cfg.gateway.budgets.core_memory > 0:
         reads.append({"role": "core", "limit": 1000})
     ctx.store.list_ahead(ctx.space, *reads)
+    if ctx.parts.facts is not None and cfg.gateway.budgets.facts > 0:
+        ctx.ahead["facts"] = ctx.parts.facts.any_ahead(ctx.space)
 
 
 def _recent_since(ctx: TurnContext) -> str:
@@ -222,6 +224,9 @@ def facts(ctx: TurnContext) -> list[Item]:
     store = ctx.parts.facts
     if store is None or ctx.cfg.gateway.budgets.facts <= 0:
         return []
+    any_facts = ctx.ahead.get("facts")
+    if any_facts is not None and any_facts.one() is None:
+        return []
     rows = store.stable_section(ctx.space, None, ctx.state.now, query=ctx.plan.query)
     n = len(rows)
     # facts matching the query's alias keys come first; rank keeps that order through budgeting
@@ -229,4 +234,4 @@ def facts(ctx: TurnContext) -> list[Item]:
                  extra={"fact": r}) for i, r in enumerate(rows)]
 
 
-__all__ = ["Side", "side_stage"]
+__all__ = ["Side", "announce_side_reads", "side_stage"]
