@@ -211,6 +211,12 @@ def test_a_deferred_transaction_that_fails_raises_where_it_goes_out(pg):
         with pg.tx(serial=False, batch=True, defer=True) as c:
             c.execute("INSERT INTO t(k, n) VALUES (?, ?)", ("a", 9))
     assert keys(pg.query("SELECT k FROM t ORDER BY k")) == ["a", "b", "c"]
+    with pg.pinned():  # whatever statement carries it out gets its error, and the connection serves on
+        with pg.tx(serial=False, batch=True, defer=True) as c:
+            c.execute("INSERT INTO t(k, n) VALUES (?, ?)", ("b", 9))
+        with pytest.raises(pg.IntegrityError):
+            pg.query_many([("SELECT 1", ()), ("SELECT 2", ())])
+        assert pg.query_many([("SELECT COUNT(*) FROM t", ())]) == [[(3,)]]
     with pytest.raises(RuntimeError), pg.pinned():  # the body failed: nothing of it goes out
         with pg.tx(serial=False, batch=True, defer=True) as c:
             c.execute("INSERT INTO t(k, n) VALUES (?, ?)", ("h", 9))

@@ -116,10 +116,15 @@ def _run(st: _State, raw: psycopg.Connection, sql: str | None, params: tuple | l
             _send(raw, queued)
             return raw.execute(sql, params) if sql is not None else None
     except psycopg.Error:
-        # a deferred transaction failed: the server skipped the rest and holds it open, failed
-        if _writes(queued) and not st.in_tx and raw.pgconn.transaction_status == TransactionStatus.INERROR:
-            raw.execute("ROLLBACK")
+        _recover(st, raw)
         raise
+
+
+def _recover(st: _State, raw: psycopg.Connection) -> None:
+    """After a failed pipeline: a deferred transaction in it failed, and the server skipped the rest
+    and holds that transaction open, failed; end it (a caller's own transaction ends its own)."""
+    if not st.in_tx and raw.pgconn.transaction_status == TransactionStatus.INERROR:
+        raw.execute("ROLLBACK")
 
 
 def _queue(st: _State, stmts: list[str | _Ahead], *, first: bool = False) -> int:
@@ -375,8 +380,12 @@ class PostgresLedger(Ledger):
     def query_many(self, statements: list[tuple[str, tuple | list]]) -> list[list]:
         """Several reads in one round trip (a pipeline); their rows, in order."""
         with self._pinned() as raw:
-            with raw.pipeline():
-                curs = [_run(self._state, raw, translate(sql), params) for sql, params in statements]
+            try:
+                with raw.pipeline():
+                    curs = [_run(self._state, raw, translate(sql), params) for sql, params in statements]
+            except psycopg.Error:
+                _recover(self._state, raw)
+                raise
             return [cur.fetchall() for cur in curs]
 
     def ahead(self, sql: str, params: tuple | list = ()) -> Ahead:
