@@ -265,6 +265,11 @@ def _paragraphs(section: Section) -> list[tuple[str, int, int]]:
     return out
 
 
+def bucket_id_of(moment_id: str) -> str:
+    """The bucket a moment belongs to: moment ids are ``{bucket id}#{ordinal}`` (:func:`build_moments`)."""
+    return moment_id.rsplit("#", 1)[0]
+
+
 def build_moments(bucket: Bucket) -> list[Moment]:
     """Title, then each section; a section with several paragraphs yields one moment per paragraph."""
     moments = [Moment(f"{bucket.id}#0", bucket.id, 0, "title", bucket.title, False)]

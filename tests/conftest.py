@@ -278,6 +278,63 @@ def postgres_server() -> PostgresServer:
     _PG = None
 
 
+class RoundTrips:
+    """Counts the times a psycopg client waits for its PostgreSQL server, and what each wait carried.
+
+    A round trip is a statement sent outside a pipeline, a pipeline's sync or exit, a flush that
+    fetches results inside one, or a nested pipeline's entry that must sync first. Statements sent
+    inside a pipeline are listed with the round trip that carries them (``trips``).
+    """
+
+    SENDS = ("_execute_gen", "_executemany_gen_pipeline", "_executemany_gen_no_pipeline", "_exec_command",
+             "_deallocate")
+
+    def __init__(self, monkeypatch) -> None:
+        import psycopg
+
+        self.count = 0
+        self.trips: list[list[str]] = []
+        self._carried: list[str] = []
+        real = psycopg.Connection.wait
+
+        def wait(conn, gen, *args, **kwargs):
+            self._see(conn, getattr(getattr(gen, "gi_code", None), "co_name", ""), gen)
+            return real(conn, gen, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Connection, "wait", wait)
+
+    def _see(self, conn, name: str, gen) -> None:
+        from psycopg.pq import TransactionStatus
+
+        pipe = conn._pipeline
+        if name in self.SENDS:
+            query = gen.gi_frame.f_locals.get("query") if name != "_deallocate" else "DEALLOCATE"
+            self._carried.append(" ".join(str(query.decode() if isinstance(query, bytes) else query).split()))
+            if pipe is None or (name == "_executemany_gen_pipeline" and gen.gi_frame.f_locals.get("returning")):
+                self._trip()
+        elif pipe is None or name in ("_sync_gen", "_exit_gen"):
+            self._trip()
+        elif name == "_fetch_gen" and pipe.result_queue:
+            self._trip()
+        elif name == "_enter_gen" and pipe.level > 0 and (
+                pipe.command_queue or conn.pgconn.transaction_status == TransactionStatus.ACTIVE):
+            self._trip()
+
+    def _trip(self) -> None:
+        self.count += 1
+        self.trips.append(self._carried)
+        self._carried = []
+
+    def reset(self) -> None:
+        self.count, self.trips, self._carried = 0, [], []
+
+
+@pytest.fixture
+def round_trips(monkeypatch) -> RoundTrips:
+    """Counts psycopg's waits on the server from here on (see :class:`RoundTrips`)."""
+    return RoundTrips(monkeypatch)
+
+
 def merged(*overlays: dict) -> dict:
     """Config overlays deep-merged (a test's own overlay with the suite's ledger and Chroma modes)."""
     out: dict = {}

@@ -35,3 +35,13 @@ def test_fact_text_cannot_forge_a_heading(brain):
     turn = brain.turn(SPACE, "s", "你好呀，今天说中文", now="2026-11-30T20:00:00+08:00")
     headings = [line for line in turn.rendered.splitlines() if line.startswith("#")]
     assert headings == [f"## {s.title}" for s in (*turn.stable, *turn.sections)]
+
+
+def test_facts_arriving_after_a_turn_without_any_are_in_the_next_turn(brain):
+    """A turn skips the facts read when its space has none (asked ahead, once per turn, never remembered)."""
+    brain.write(space=SPACE, title="咖啡", body="小雨每天早上喝一杯咖啡。")
+    assert brain.turn(SPACE, "s", "我平时喜欢喝什么", now="2026-11-30T20:00:00+08:00").section("facts") is None
+    brain.facts.submit(_evidence("observation", "e4", [{"op": "establish", "key": "preference.drink",
+                                                        "value": "燕麦拿铁", "basis": "stated"}]))
+    facts = brain.turn(SPACE, "s", "我平时喜欢喝什么", now="2026-11-30T20:05:00+08:00").section("facts")
+    assert facts is not None and "燕麦拿铁" in facts.items[0].text

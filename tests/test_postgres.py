@@ -376,3 +376,32 @@ def test_bench_runs_on_a_postgresql_ledger_in_a_schema_of_its_own(tmp_path, post
     with psycopg.connect(base) as c:  # the throwaway schema is gone again
         left = c.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'ombre_bench_%'").fetchall()
     assert left == []
+
+
+def test_a_turn_on_a_shared_ledger_waits_on_the_server_few_times(tmp_path, postgres_server, round_trips):
+    """The turn's reads that do not depend on each other share round trips (counted, not timed)."""
+    from ombre_brain.tools.bench import SPACE as BENCH
+    from ombre_brain.tools.bench import synthetic_queries, synthetic_store
+
+    items, edges = synthetic_store(120, seed=3)
+    cfg = merged(postgres_server.overlay(tmp_path / "trips"), {"identity": {"ai_name": "Haven", "user_name": "Xiaoyu"}})
+    with Brain.open(tmp_path / "data", cfg) as brain:
+        brain.write_many(items)
+        for a, b, rel, conf in edges:
+            brain.link(BENCH, a, b, rel, conf)
+        queries = synthetic_queries(6, seed=4)
+        for i, q in enumerate(queries[:-1]):
+            brain.turn(BENCH, "s", q, now=f"2026-11-30T21:0{i}:00+08:00")
+        round_trips.reset()
+        turn = brain.turn(BENCH, "s", queries[-1], now="2026-11-30T21:09:00+08:00")
+    assert turn.to_dict()["sections"], "the turn injected nothing: it measured an empty turn"
+    first = " | ".join(round_trips.trips[0])
+    for what in ("pg_advisory_lock", "change_heads", "JOIN sessions", "JOIN space_state", "JOIN injections"):
+        assert what in first, first  # the session's lock and state and the space's head: one round trip
+    second = " | ".join(round_trips.trips[1])  # the candidates' moments, their edges and the side sections' reads
+    for what in ("moments m JOIN buckets", "FROM edges", "strpos(roles", "created >=", "type =", "facts_records"):
+        assert what in second, second
+    assert not any("ISOLATION" in s for t in round_trips.trips for s in t)  # no facts here: no facts read
+    last = " | ".join(round_trips.trips[-1])
+    assert "INSERT INTO turn_log" in last and "pg_advisory_unlock" in last, last  # the record rides with the unlock
+    assert round_trips.count <= 4, "\n".join(" | ".join(t) for t in round_trips.trips)

@@ -277,9 +277,9 @@ class DreamEngine:
     def _states(self, space: str, ids: list[str]) -> dict[str, tuple[str, int]]:
         found: dict[str, tuple[str, int]] = {}
         for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
-            for r in self.ledger.query(f"SELECT dream_id, state, attempts FROM dream_state WHERE space = ? AND "
-                                       f"dream_id IN ({','.join('?' * len(chunk))})", (space, *chunk)):
+            among, chunk = self.ledger.dialect.among("dream_id", ids[i:i + 500])
+            for r in self.ledger.query(f"SELECT dream_id, state, attempts FROM dream_state WHERE space = ? AND {among}",
+                                       (space, *chunk)):
                 found[r["dream_id"]] = (r["state"], int(r["attempts"]))
         return found
 

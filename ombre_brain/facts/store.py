@@ -24,7 +24,7 @@ from typing import Any
 from ..buckets import validate_space
 from ..config import Config
 from ..errors import ConflictError, NotFoundError, SourceSuppressedError, ValidationError
-from ..store.ledger import Ledger
+from ..store.ledger import Ahead, Ledger
 from ..timeutil import now_utc, parse_iso, parse_time
 from . import feed, retention
 from .model import LABELS, Evidence, parse_context, parse_evidence, source_digest
@@ -263,6 +263,10 @@ class FactsStore:
         answer = resolve_at(records.values(), _aware(now), ctx)
         facts = [fact_object(space, rec, seg) for rec, seg in answer]
         return order_facts(facts, self.aliases_in(query or ""))[:max_facts]
+
+    def any_ahead(self, space: str) -> Ahead:
+        """Whether the space holds any fact record, read ahead: a turn without one skips its facts read."""
+        return self.ledger.ahead("SELECT 1 FROM facts_records WHERE space = ? LIMIT 1", (space,))
 
     def aliases_in(self, query: str) -> list[str]:
         """Alias keys (preference.drink, diet, language, timezone …) whose cue words the query contains."""

@@ -76,17 +76,18 @@ class SessionStore:
         ensure_tables(ledger)
 
     def load(self, space: str, session: str, now: datetime, *, dry_run: bool = False) -> SessionState:
-        rows, seen, inj = self.ledger.query_many([
-            ("SELECT round, recent_fired_at FROM sessions WHERE space = ? AND session = ?", (space, session)),
-            ("SELECT last_seen FROM space_state WHERE space = ?", (space,)),
-            ("SELECT bucket_id, round, at FROM injections WHERE space = ? AND session = ?", (space, session))])
-        row, seen = (rows[0] if rows else None), (seen[0] if seen else None)
-        injected = {r["bucket_id"]: (r["round"], r["at"]) for r in inj}
+        """The session's round, what it was shown and when the space was last seen: one statement
+        (one row per injected item, or one row of NULLs for a new session)."""
+        rows = self.ledger.query(
+            "SELECT s.round, s.recent_fired_at, st.last_seen, i.bucket_id, i.round AS shown_round, i.at "
+            "FROM (SELECT 1 AS one) k LEFT JOIN sessions s ON s.space = ? AND s.session = ? "
+            "LEFT JOIN space_state st ON st.space = ? LEFT JOIN injections i ON i.space = ? AND i.session = ?",
+            (space, session, space, space, session))
+        first = rows[0]
+        injected = {r["bucket_id"]: (r["shown_round"], r["at"]) for r in rows if r["bucket_id"] is not None}
         return SessionState(
-            space=space, session=session, now=now, round=(row["round"] if row else 0) + 1, injected=injected,
-            last_seen=_dt(seen["last_seen"]) if seen else None,
-            recent_context_fired_at=_dt(row["recent_fired_at"]) if row else None, dry_run=dry_run,
-        )
+            space=space, session=session, now=now, round=(first["round"] or 0) + 1, injected=injected,
+            last_seen=_dt(first["last_seen"]), recent_context_fired_at=_dt(first["recent_fired_at"]), dry_run=dry_run)
 
     def record(self, state: SessionState, injected: Iterable[tuple[str, str]], *, recent_fired: bool,
                turn: dict, mentioned: Iterable[str]) -> None:
@@ -94,9 +95,11 @@ class SessionStore:
 
         The caller holds the session's turn lock (``Brain.turn``), so the session's rows need no more;
         it is bookkeeping, so a database crash may lose the last fraction of a second of it (durable=False).
+        On a shared ledger it goes out with the turn's next round trip, the release of that lock
+        (defer=True): the next holder of the lock finds it committed.
         """
         now = state.now.isoformat()
-        with self.ledger.tx(serial=False, durable=False, batch=True) as c:
+        with self.ledger.tx(serial=False, durable=False, batch=True, defer=True) as c:
             c.execute(
                 "INSERT INTO sessions(space, session, round, last_seen, recent_fired_at) VALUES (?,?,?,?,?) "
                 "ON CONFLICT(space, session) DO UPDATE SET round = excluded.round, last_seen = excluded.last_seen, "

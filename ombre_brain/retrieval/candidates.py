@@ -14,6 +14,7 @@ from time import perf_counter
 
 import numpy as np
 
+from ..buckets import bucket_id_of
 from ..config import Config
 from ..recall_types import Candidate, QueryPlan
 from ..text import is_cjk_text
@@ -64,7 +65,10 @@ class Retriever:
         terms = list(lexical_terms if lexical_terms is not None else plan.terms)
         lexical = self._lexical(space, terms, plan.context_terms, lexical_k or rc.lexical_k)
         t2 = perf_counter()
-        moments = self.store.moments_by_id(space, set(vector) | set(lexical))
+        found = set(vector) | set(lexical)
+        if rc.fusion.context_share > 0:  # the candidates' context edges travel with their moments (inside a turn)
+            self.store.edges_ahead(space, {bucket_id_of(m) for m in found})
+        moments, buckets = self.store.moments_with_buckets(space, found, seconds=self.store.second is not None)
         vector = {k: v for k, v in vector.items() if k in moments}
         lexical = {k: v for k, v in lexical.items() if k in moments}
         anchors = [a.lower() for a in plan.anchors if a.strip()]
@@ -74,7 +78,6 @@ class Retriever:
         hits = fuse(vector, lexical, moments, dense_weight=w, anchors_hit=anchor_hits,
                     anchor_bonus=rc.fusion.anchor_bonus, second=second,
                     second_share=rc.fusion.second_opinion_share)
-        buckets = self.store.get_many(space, {m.bucket_id for m in moments.values()})
         cands = group_by_bucket(hits, buckets)
         if rc.fusion.context_share > 0 and len(cands) > 1:
             edges = self.store.edges(space, [c.bucket.id for c in cands])

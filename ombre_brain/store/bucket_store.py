@@ -35,6 +35,7 @@ from .forgetting import ForgettingMixin
 from .ledger import open_ledger
 from .reads import ReadsMixin
 from .schema import ensure_store_schema, space_names, store_id
+from .scope import TurnScopeMixin
 
 log = logging.getLogger("ombre_brain")
 
@@ -62,7 +63,7 @@ def _meta(bucket: Bucket, m: Moment) -> dict:
     }
 
 
-class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
+class BucketStore(TurnScopeMixin, ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
     """The storage facade used by Brain: write/update/delete/get plus the two searches."""
 
     def __init__(self, data_dir: Path, config: Config, embedder_factory, tokenizer, second_factory=None) -> None:
@@ -79,7 +80,7 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         self._second_loaded = False
         self._tokenize = tokenizer
         self._lexical: dict[str, changes.Followed] = {}
-        self._scope = threading.local()  # the turn this thread is running (reads.turn_scope)
+        self._scope = threading.local()  # the turn this thread is running (scope.turn_scope)
         self.reset_listeners: list[Callable[[str], None]] = []  # told when another process purged in a space
         self._lock = threading.RLock()
         self._checked_spaces: set[str] = set()
@@ -358,6 +359,7 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
         self.chroma.upsert(bucket.space, [m.id for m in moments], vectors, [_meta(bucket, m) for m in moments])
 
     def _commit(self, space: str, bucket_id: str) -> None:
+        self._forget_memo(space)
         with self.ledger.tx() as c:
             if c.execute("UPDATE buckets SET state = 'committed' WHERE space = ? AND id = ? AND state IN ('pending', "
                          "'updating')", (space, bucket_id)).rowcount:
@@ -394,6 +396,7 @@ class BucketStore(ReadsMixin, EdgesMixin, ForgettingMixin, ConsistencyMixin):
             return self._delete(space, ids)
 
     def _delete(self, space: str, ids: list[str]) -> list[str]:
+        self._forget_memo(space)
         with self.ledger.tx() as c:
             marks = ",".join("?" * len(ids))
             found = [r["id"] for r in c.execute(

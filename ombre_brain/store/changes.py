@@ -91,7 +91,7 @@ def catch_up(ledger, space: str, f: Followed, to: int, on_reset: Callable[[str],
     ids = list(dict.fromkeys(b for r in rows for b in r[2].split()))
     f.drop(ids)
     for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
-        f.put(ledger.query(f"{MOMENTS} AND m.bucket_id IN ({','.join('?' * len(chunk))})", (space, *chunk)))
+        among, chunk = ledger.dialect.among("m.bucket_id", ids[i:i + 500])
+        f.put(ledger.query(f"{MOMENTS} AND {among}", (space, *chunk)))
     f.seq = rows[-1][0]
     return f

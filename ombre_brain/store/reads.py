@@ -8,8 +8,7 @@ ledger), never ``pending`` or ``deleting`` ones. Mixed into
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -24,30 +23,6 @@ VISIBLE = "state IN ('committed', 'updating')"
 
 
 class ReadsMixin:
-    @contextmanager
-    def turn_scope(self, space: str) -> Iterator[None]:
-        """One turn of this thread: the space's change number and existence are read once, in one
-        statement (each a round trip to a shared ledger), and the lexical index catches up to that."""
-        row = self.ledger.one("SELECT (SELECT seq FROM change_heads WHERE space = ?), "
-                              "(SELECT 1 FROM spaces WHERE space = ?)", (space, space))
-        scope = self._scope
-        saved = getattr(scope, "turn", None)
-        scope.turn = {"space": space, "head": int(row[0] or 0), "known": row[1] is not None, "synced": False}
-        try:
-            yield
-        finally:
-            scope.turn = saved
-
-    def _turn(self, space: str) -> dict | None:
-        turn = getattr(self._scope, "turn", None)
-        return turn if turn is not None and turn["space"] == space else None
-
-    def known_space(self, space: str) -> bool:
-        turn = self._turn(space)
-        if turn is not None:
-            return turn["known"]
-        return self.ledger.one("SELECT 1 FROM spaces WHERE space = ?", (space,)) is not None
-
     def lexical(self, space: str):
         """The space's BM25 index, caught up with the ledger's change sequence first (changes.py)."""
         turn = self._turn(space)
@@ -88,21 +63,39 @@ class ReadsMixin:
         return bucket_from_stored(json.loads(row["data"])) if row else None
 
     def get_many(self, space: str, bucket_ids: Iterable[str]) -> dict[str, Bucket]:
+        """The visible buckets among ``bucket_ids``, by id in id order (inside a turn, each read once)."""
         ids = list(dict.fromkeys(bucket_ids))
+        memo = self._memo(space, "buckets")
+        if memo is None:
+            return self._read_buckets(space, ids)
+        missing = [i for i in ids if i not in memo]
+        if missing:
+            got = self._read_buckets(space, missing)
+            memo.update((i, got.get(i)) for i in missing)
+        return {i: memo[i] for i in sorted(ids) if memo[i] is not None}
+
+    def _read_buckets(self, space: str, ids: list[str]) -> dict[str, Bucket]:
         out: dict[str, Bucket] = {}
         for i in range(0, len(ids), 900):
-            chunk = ids[i:i + 900]
-            marks = ",".join("?" * len(chunk))
-            for r in self.ledger.query(
-                    f"SELECT data FROM buckets WHERE space = ? AND {VISIBLE} AND id IN ({marks})",
-                    (space, *chunk)):
+            among, chunk = self.ledger.dialect.among("id", ids[i:i + 900])
+            for r in self.ledger.query(f"SELECT data FROM buckets WHERE space = ? AND {VISIBLE} AND {among}",
+                                       (space, *chunk)):
                 b = bucket_from_stored(json.loads(r["data"]))
                 out[b.id] = b
-        return out
+        return dict(sorted(out.items()))
 
     def list(self, space: str, *, type: str | None = None, limit: int | None = 50,
              since: str | None = None, role: str | None = None) -> list[Bucket]:
-        """Newest first. ``role`` (see :func:`storage_roles`) reads only the buckets holding it, from an index."""
+        """Newest first. ``role`` (see :func:`storage_roles`) reads only the buckets holding it, from an index.
+
+        Inside a turn, a list announced with :meth:`list_ahead` takes the rows read ahead."""
+        key = (type, limit, since, role)
+        ahead = self._listed_ahead(space, key)
+        rows = ahead.rows() if ahead is not None else self.ledger.query(*self._list_query(space, *key))
+        return [bucket_from_stored(json.loads(r["data"])) for r in rows]
+
+    def _list_query(self, space: str, type: str | None, limit: int | None, since: str | None,
+                    role: str | None) -> tuple[str, list]:
         where = f"space = ? AND {VISIBLE}"
         params: list = [space]
         if type:
@@ -118,16 +111,13 @@ class ReadsMixin:
             # without ANALYZE statistics SQLite would rather walk buckets_created over the whole space
             table = (dialect.indexed_by("buckets", "buckets_roles2") if role else
                      dialect.indexed_by("buckets", "buckets_type2") if type else "buckets")
-            sql = f"SELECT data FROM {table} WHERE {where} ORDER BY created DESC, seq DESC LIMIT ?"
-            rows = self.ledger.query(sql, [*params, limit])
-        else:
-            # Two index searches, not `created >= ? OR last_active >= ?`, which scans the whole space on
-            # every turn (10 ms at 10k buckets, 0.1 ms this way). The branches are disjoint.
-            sql = (f"SELECT data, created, seq FROM buckets WHERE {where} AND created >= ? UNION ALL "
-                   f"SELECT data, created, seq FROM {dialect.indexed_by('buckets', 'buckets_active')} WHERE {where} "
-                   "AND last_active >= ? AND created < ? ORDER BY created DESC, seq DESC LIMIT ?")
-            rows = self.ledger.query(sql, [*params, since, *params, since, since, limit])
-        return [bucket_from_stored(json.loads(r["data"])) for r in rows]
+            return f"SELECT data FROM {table} WHERE {where} ORDER BY created DESC, seq DESC LIMIT ?", [*params, limit]
+        # Two index searches, not `created >= ? OR last_active >= ?`, which scans the whole space on
+        # every turn (10 ms at 10k buckets, 0.1 ms this way). The branches are disjoint.
+        sql = (f"SELECT data, created, seq FROM buckets WHERE {where} AND created >= ? UNION ALL "
+               f"SELECT data, created, seq FROM {dialect.indexed_by('buckets', 'buckets_active')} WHERE {where} "
+               "AND last_active >= ? AND created < ? ORDER BY created DESC, seq DESC LIMIT ?")
+        return sql, [*params, since, *params, since, since, limit]
 
     def count(self, space: str) -> int:
         return self.ledger.one(f"SELECT COUNT(*) n FROM buckets WHERE space = ? AND {VISIBLE}",
@@ -138,18 +128,34 @@ class ReadsMixin:
                                  "FROM moments WHERE space = ? AND bucket_id = ? ORDER BY ordinal", (space, bucket_id))
         return [_moment(r) for r in rows]
 
-    def moments_by_id(self, space: str, moment_ids: Iterable[str]) -> dict[str, Moment]:
+    def moments_with_buckets(self, space: str, moment_ids: Iterable[str], *,
+                             seconds: bool = False) -> tuple[dict[str, Moment], dict[str, Bucket]]:
+        """The committed moments among ``moment_ids``, and their buckets (by id, in id order), in one read.
+
+        The join that keeps out moments of uncommitted buckets reads those buckets anyway, so their
+        records come along instead of in a second statement; inside a turn they join its memo, and
+        with ``seconds`` so do the moments' second-opinion vectors (admission asks for some of them).
+        """
         ids = list(dict.fromkeys(moment_ids))
-        out: dict[str, Moment] = {}
+        moments: dict[str, Moment] = {}
+        buckets: dict[str, Bucket] = {}
+        memo = self._memo(space, "buckets")
+        kept = self._memo(space, "seconds") if seconds else None
+        cols = 'm.id, m.bucket_id, m.ordinal, m.section, m.context_only, m.text, m.start, m."end", b.data'
         for i in range(0, len(ids), 900):
-            chunk = ids[i:i + 900]
-            marks = ",".join("?" * len(chunk))
+            among, chunk = self.ledger.dialect.among("m.id", ids[i:i + 900])
             for r in self.ledger.query(
-                    'SELECT m.id, m.bucket_id, m.ordinal, m.section, m.context_only, m.text, m.start, m."end" '
-                    "FROM moments m JOIN buckets b ON b.space = m.space AND b.id = m.bucket_id "
-                    f"WHERE m.space = ? AND b.state = 'committed' AND m.id IN ({marks})", (space, *chunk)):
-                out[r["id"]] = _moment(r)
-        return out
+                    f"SELECT {cols}{', m.second' if kept is not None else ''} FROM moments m JOIN buckets b ON "
+                    f"b.space = m.space AND b.id = m.bucket_id WHERE m.space = ? AND b.state = 'committed' AND {among}",
+                    (space, *chunk)):
+                moments[r["id"]] = _moment(r)
+                if r["bucket_id"] not in buckets:
+                    buckets[r["bucket_id"]] = bucket_from_stored(json.loads(r["data"]))
+                if kept is not None:
+                    kept[r["id"]] = (r["text"], r["second"])
+        if memo is not None:
+            memo.update(buckets)
+        return moments, dict(sorted(buckets.items()))
 
     def sample_moments(self, space: str, n: int) -> tuple[list[str], np.ndarray] | None:
         """A fixed, evenly spread sample of up to ``n`` committed content moments: their ids and vectors.
@@ -172,22 +178,28 @@ class ReadsMixin:
         return ids, np.stack([got[i] for i in ids])
 
     def second_vectors(self, space: str, moment_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """The second-opinion vectors of these moments; one a ledger lacks (written before) is encoded now."""
+        """The second-opinion vectors of these moments; one a ledger lacks (written before) is encoded now.
+
+        Inside a turn, those read with the candidates' moments come from the turn's memo."""
         enc = self.second
         ids = list(dict.fromkeys(moment_ids))
         if enc is None or not ids:
             return {}
+        kept = self._memo(space, "seconds") or {}
+        rows = [(i, *kept[i]) for i in ids if i in kept]
+        rest = [i for i in ids if i not in kept]
+        for i in range(0, len(rest), 900):
+            among, chunk = self.ledger.dialect.among("id", rest[i:i + 900])
+            rows += [(r["id"], r["text"], r["second"]) for r in self.ledger.query(
+                f"SELECT id, text, second FROM moments WHERE space = ? AND {among}", (space, *chunk))]
         out: dict[str, np.ndarray] = {}
         missing: dict[str, str] = {}
-        for i in range(0, len(ids), 900):
-            chunk = ids[i:i + 900]
-            for r in self.ledger.query(f"SELECT id, text, second FROM moments WHERE space = ? AND id IN "
-                                       f"({','.join('?' * len(chunk))})", (space, *chunk)):
-                vec = decode_blob(r["second"])
-                if vec is not None and len(vec) == enc.dimension:
-                    out[r["id"]] = vec
-                else:
-                    missing[r["id"]] = r["text"]
+        for mid, text, blob in sorted(rows, key=lambda r: r[0]):
+            vec = decode_blob(blob)
+            if vec is not None and len(vec) == enc.dimension:
+                out[mid] = vec
+            else:
+                missing[mid] = text
         if missing:
             for mid, vec in zip(missing, enc.passages(list(missing.values())), strict=True):
                 out[mid] = vec
@@ -210,6 +222,7 @@ class ReadsMixin:
         fields that never reach a moment may change this way (dream state, counters); ``conn``
         joins a caller's open ledger transaction. Returns whether the bucket was there.
         """
+        self._forget_memo(space)
         with self.ledger.tx() if conn is None else joined(conn) as c:
             row = c.execute(f"SELECT data FROM buckets WHERE space = ? AND id = ? AND {VISIBLE}",
                             (space, bucket_id)).fetchone()

@@ -28,7 +28,7 @@ from .items import render_items
 from .related import related_stage
 from .sections import Turn, assemble
 from .select import direct_stage
-from .side import side_stage
+from .side import announce_side_reads, side_stage
 
 if TYPE_CHECKING:  # the stages only call methods on these; importing them here would tie the wings together
     from ..dream.engine import DreamEngine
@@ -67,6 +67,7 @@ class TurnContext:
         self._layers: dict[str, LayerDecision] = {}
         self.trace: dict[str, dict] = {}  # bucket_id -> {layer_debug, runtime_gate} for candidates left out quietly
         self.diffusion: dict[str, Any] = {}  # seeds, edges and every diffusion hit before gating (debug)
+        self.ahead: dict[str, Any] = {}  # reads sent ahead for a later stage (announce_side_reads)
 
     def layer(self, bucket: Bucket) -> LayerDecision:
         d = self._layers.get(bucket.id)
@@ -94,6 +95,7 @@ def run_turn(parts: TurnParts, space: str, session: str, query: str, now: dateti
     plan = parts.policy.plan_query(query, context)
     state = parts.sessions.load(space, session, now, dry_run=dry_run)
     ctx = TurnContext(parts, space, plan, state)
+    announce_side_reads(ctx)  # they ride with the candidates' read to a shared ledger
     lap("plan")
     retrieval = parts.retriever.search(space, plan) if not plan.skip_reason and parts.store.known_space(space) else None
     lap("candidates")

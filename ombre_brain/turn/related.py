@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def edges_near(ctx: TurnContext, seeds: list[str]) -> list[Edge]:
-    """Edges within max_hops of the seeds, fetched hop by hop."""
+    """Edges within max_hops of the seeds, fetched hop by hop, with the buckets at their ends (the targets)."""
     seen: set[str] = set(seeds)
     frontier = list(seeds)
     edges: dict[tuple, Edge] = {}
@@ -27,7 +27,7 @@ def edges_near(ctx: TurnContext, seeds: list[str]) -> list[Edge]:
         if not frontier:
             break
         nxt = []
-        for e in ctx.store.edges(ctx.space, frontier):
+        for e in ctx.store.edges(ctx.space, frontier, ends=True):
             edges[(e.from_id, e.to_id, e.relation)] = e
             for b in (e.from_id, e.to_id):
                 if b not in seen:

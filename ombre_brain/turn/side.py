@@ -52,13 +52,36 @@ def side_stage(ctx: TurnContext, direct: list[Decided], related: list[Decided], 
     return side
 
 
+def announce_side_reads(ctx: TurnContext) -> None:
+    """Send ahead what the side sections will read, each under the same condition as its section: the
+    lists, and whether the space has facts at all. On a shared ledger they travel with the turn's
+    candidates read instead of in round trips of their own (a read announced and not used is wasted
+    there, one used and not announced costs its own round trip; the answers are the same either way)."""
+    cfg = ctx.cfg
+    reads: list[dict] = [{"role": "weather", "limit": 20}]
+    if ctx.store.known_space(ctx.space):
+        reads.append({"limit": 200, "since": _recent_since(ctx)})
+    if G.favorite_gate(ctx.plan, ctx.state, cfg).allowed:
+        reads.append({"role": "favorite", "limit": 1000})
+    if ctx.parts.dreams is not None and cfg.gateway.dream_section:
+        reads.append({"type": "dream", "limit": None})  # DreamEngine.latent's
+    if cfg.gateway.budgets.core_memory > 0:
+        reads.append({"role": "core", "limit": 1000})
+    ctx.store.list_ahead(ctx.space, *reads)
+    if ctx.parts.facts is not None and cfg.gateway.budgets.facts > 0:
+        ctx.ahead["facts"] = ctx.parts.facts.any_ahead(ctx.space)
+
+
+def _recent_since(ctx: TurnContext) -> str:
+    return (ctx.state.now - timedelta(hours=ctx.cfg.gateway.head_recent_hours)).isoformat()
+
+
 def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
            out: list[Suppressed]) -> tuple[list[Decided], bool]:
     cfg, plan, state = ctx.cfg, ctx.plan, ctx.state
     if not ctx.store.known_space(ctx.space):
         return [], False
-    since = (state.now - timedelta(hours=cfg.gateway.head_recent_hours)).isoformat()
-    pool = [b for b in ctx.store.list(ctx.space, limit=200, since=since)
+    pool = [b for b in ctx.store.list(ctx.space, limit=200, since=_recent_since(ctx))
             if b.id not in taken and b.created_dt() <= state.now]
     if not pool:
         return [], False
@@ -201,6 +224,9 @@ def facts(ctx: TurnContext) -> list[Item]:
     store = ctx.parts.facts
     if store is None or ctx.cfg.gateway.budgets.facts <= 0:
         return []
+    any_facts = ctx.ahead.get("facts")
+    if any_facts is not None and any_facts.one() is None:
+        return []
     rows = store.stable_section(ctx.space, None, ctx.state.now, query=ctx.plan.query)
     n = len(rows)
     # facts matching the query's alias keys come first; rank keeps that order through budgeting
@@ -208,4 +234,4 @@ def facts(ctx: TurnContext) -> list[Item]:
                  extra={"fact": r}) for i, r in enumerate(rows)]
 
 
-__all__ = ["Side", "side_stage"]
+__all__ = ["Side", "announce_side_reads", "side_stage"]

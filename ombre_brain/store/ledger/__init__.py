@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ...config import StoreConfig
 from ...errors import ConfigError, NotFoundError
-from .base import IDENTITY, Dialect, Ledger, is_postgres_url, joined
+from .base import IDENTITY, Ahead, Dialect, Ledger, is_postgres_url, joined
 from .sqlite import SqliteLedger
 
 LEDGER_FILE = "ledger.db"
@@ -41,4 +41,4 @@ def open_ledger(store: StoreConfig, data_dir: str | Path, *, must_exist: bool = 
     return PostgresLedger(url, pool_size=store.ledger.pool_size, connect_timeout_s=store.ledger.connect_timeout_s)
 
 
-__all__ = ["IDENTITY", "LEDGER_FILE", "Dialect", "Ledger", "SqliteLedger", "joined", "open_ledger"]
+__all__ = ["IDENTITY", "LEDGER_FILE", "Ahead", "Dialect", "Ledger", "SqliteLedger", "joined", "open_ledger"]

@@ -25,7 +25,7 @@ versions were recorded is brought up to date by running all of them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +51,18 @@ class Dialect:
     skip_locked: str          # appended to a SELECT that claims rows other workers must skip
     contains_sql: str         # "{col} holds the string bound to ?"
     hints: bool               # whether INDEXED BY hints are understood
+    arrays: bool = False      # whether one array parameter can stand for a list of values (= ANY(?))
+
+    def among(self, column: str, values: Sequence) -> tuple[str, list]:
+        """A condition ``column`` is one of ``values`` (not empty), and its parameters.
+
+        SQLite: ``column IN (?, ?, …)``, one parameter per value. PostgreSQL: ``column = ANY(?)``
+        with one array, so the statement's text is the same however many values there are and
+        the server plans it once (psycopg prepares a statement it sees again and again).
+        """
+        if self.arrays:
+            return f"{column} = ANY(?)", [list(values)]
+        return f"{column} IN ({','.join('?' * len(values))})", list(values)
 
     def contains(self, column: str) -> str:
         """A condition: ``column`` holds the string bound to the next ``?``."""
@@ -62,7 +74,7 @@ class Dialect:
 
 
 SQLITE = Dialect("sqlite", -1, "", "instr({col}, ?) > 0", True)
-POSTGRES = Dialect("postgresql", None, " FOR UPDATE SKIP LOCKED", "strpos({col}, ?) > 0", False)
+POSTGRES = Dialect("postgresql", None, " FOR UPDATE SKIP LOCKED", "strpos({col}, ?) > 0", False, arrays=True)
 
 _COMMENT_RE = re.compile(r"--[^\n]*")
 
@@ -94,7 +106,8 @@ class Ledger:
 
     # ------------------------------------------------------------ what each engine provides
 
-    def tx(self, *, serial: bool = True, durable: bool = True, batch: bool = False) -> AbstractContextManager:
+    def tx(self, *, serial: bool = True, durable: bool = True, batch: bool = False,
+           defer: bool = False) -> AbstractContextManager:
         """A write transaction: all or nothing; nested use joins the outer one.
 
         ``serial`` (the default) also serialises it with every other serial transaction, in every
@@ -103,7 +116,10 @@ class Ledger:
         ``durable=False``: bookkeeping whose last fraction of a second a database crash may lose
         (PostgreSQL commits it without waiting for its log flush, as SQLite's ``synchronous=NORMAL``
         does for every transaction). ``batch=True``: the body reads no results, so PostgreSQL sends
-        its statements in one pipeline. SQLite ignores both.
+        its statements in one pipeline. ``defer=True`` (with ``batch``, inside :meth:`pinned`):
+        PostgreSQL sends them, and the COMMIT, with this connection's next round trip (at the
+        latest when the pinned block ends) and raises their errors there; statements this thread
+        sends later run after it. SQLite ignores all three.
         """
         raise NotImplementedError
 
@@ -120,6 +136,17 @@ class Ledger:
     def query_many(self, statements: list[tuple[str, tuple | list]]) -> list[list]:
         """Several reads at once (one round trip to a server); their rows, in order."""
         return [self.query(sql, params) for sql, params in statements]
+
+    def ahead(self, sql: str, params: tuple | list = ()) -> Ahead:
+        """A read whose rows are wanted later: a server gets it with this thread's next round trip.
+
+        Inside :meth:`pinned`, PostgreSQL queues it and sends it in front of the next statement (or
+        when :meth:`Ahead.rows` is called first), so reads that do not depend on each other share
+        one round trip. SQLite, which has no round trips, runs it when its rows are first asked
+        for, and never if they are not. Only for reads: one queued and never sent is dropped when
+        the pinned block ends.
+        """
+        return Ahead(lambda: self.query(sql, params))
 
     def ddl(self, script: str) -> list[str]:
         """The script's statements in this engine's DDL."""
@@ -227,6 +254,27 @@ class Ledger:
         conn.execute("INSERT INTO counters(name, value) VALUES (?, 1) "
                      "ON CONFLICT(name) DO UPDATE SET value = counters.value + 1", (name,))
         return conn.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()[0]
+
+
+class Ahead:
+    """The rows of a read sent ahead (:meth:`Ledger.ahead`), read on first use."""
+
+    __slots__ = ("_rows", "_load")
+
+    def __init__(self, load: Callable[[], list] | None = None) -> None:
+        self._rows: list | None = None
+        self._load = load
+
+    def rows(self) -> list:
+        if self._rows is None:
+            self._rows = self._load()  # type: ignore[misc]
+            self._load = None
+        return self._rows
+
+    def one(self) -> Any:
+        """The first row, or None."""
+        rows = self.rows()
+        return rows[0] if rows else None
 
 
 @contextmanager

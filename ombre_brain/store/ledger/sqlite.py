@@ -62,7 +62,8 @@ class SqliteLedger(Ledger):
         return split_script(script)
 
     @contextmanager
-    def tx(self, *, serial: bool = True, durable: bool = True, batch: bool = False) -> Iterator[sqlite3.Connection]:
+    def tx(self, *, serial: bool = True, durable: bool = True, batch: bool = False,
+           defer: bool = False) -> Iterator[sqlite3.Connection]:
         """A write transaction (BEGIN IMMEDIATE): all or nothing, serialised across threads and processes."""
         conn = self._conn()
         if conn.in_transaction:  # nested use joins the outer transaction
