@@ -277,6 +277,17 @@ def postgres_server() -> PostgresServer:
     _PG.close()
     _PG = None
 
+def open_ledger(kind: str, request, path: Path):
+    """A SQLite ledger in ``path``, or (``kind`` "postgres") a real PostgreSQL one in a schema named after it:
+    for the tests that run one behaviour on both backends."""
+    from ombre_brain.store.ledger import SqliteLedger
+    from ombre_brain.store.ledger.postgres import PostgresLedger
+
+    if kind == "sqlite":
+        return SqliteLedger(path / "ledger.db")
+    return PostgresLedger(request.getfixturevalue("postgres_server").url_for(path))
+
+
 
 class RoundTrips:
     """Counts the times a psycopg client waits for its PostgreSQL server, and what each wait carried.

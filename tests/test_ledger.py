@@ -15,15 +15,14 @@ import pytest
 from ombre_brain.store.ledger import SqliteLedger
 from ombre_brain.store.ledger.postgres import PostgresLedger
 
+from .conftest import open_ledger
+
 DDL = "CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, n INTEGER NOT NULL)"
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def ledger(request, tmp_path):
-    if request.param == "sqlite":
-        led = SqliteLedger(tmp_path / "ledger.db")
-    else:
-        led = PostgresLedger(request.getfixturevalue("postgres_server").url_for(tmp_path / "ledger"))
+    led = open_ledger(request.param, request, tmp_path)
     led.ensure_schema("t", DDL)
     with led.tx() as c:
         c.executemany("INSERT INTO t(k, n) VALUES (?, ?)", [("a", 1), ("b", 2), ("c", 2)])

@@ -8,18 +8,15 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from ombre_brain.gateway.sessions import SessionStore
-from ombre_brain.store.ledger import SqliteLedger
-from ombre_brain.store.ledger.postgres import PostgresLedger
+
+from .conftest import open_ledger
 
 NOW = datetime(2026, 11, 30, 21, 0, tzinfo=timezone(timedelta(hours=8)))
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def sessions(request, tmp_path):
-    if request.param == "sqlite":
-        ledger = SqliteLedger(tmp_path / "ledger.db")
-    else:
-        ledger = PostgresLedger(request.getfixturevalue("postgres_server").url_for(tmp_path / "sessions"))
+    ledger = open_ledger(request.param, request, tmp_path)
     yield SessionStore(ledger)
     ledger.close()
 
