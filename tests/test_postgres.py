@@ -29,7 +29,7 @@ from ombre_brain.errors import ConfigError
 from ombre_brain.gateway.jobs import JobTable
 from ombre_brain.store.ledger.postgres import PostgresLedger
 
-from .conftest import PG_KEYS, ServeProcess, free_port, merged, without_echo
+from .conftest import PG_KEYS, ServeProcess, free_port, merged, sqlite_only, without_echo
 
 SPACE = "haven:scale"
 SEA = "我们一起去海边捡贝壳，你说海风很咸，我把最大的那个贝壳送给了你。"
@@ -256,6 +256,7 @@ def test_a_job_is_claimed_once_and_a_live_workers_job_is_not_recovered(tmp_path,
         l2.close()
 
 
+@sqlite_only  # it migrates an embedded (SQLite) ledger, which OMBRE_TEST_LEDGER=postgres replaces
 def test_migrate_ledger_moves_an_embedded_installation(tmp_path, postgres_server, chroma_server):
     data = tmp_path / "embedded"
     with Brain.open(data, {"forget": {"keys": {"shared": PG_KEYS["forget"]["keys"]["shared"]}}}) as b:

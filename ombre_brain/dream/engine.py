@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..buckets import Bucket, validate_space
+from ..buckets import Bucket, bucket_id_of, validate_space
 from ..config import Config, DreamConfig, favorite_tags
 from ..gateway.upstream import completion_text
 from ..memory_layers import SOURCE_TAGS, WEATHER_TAGS, infer_layer
@@ -200,7 +200,7 @@ class DreamEngine:
         tokens = list(dict.fromkeys(t for b in mat for t in self.tokenize(f"{b.title} {' '.join(b.tags)}")))
         lexical: dict[str, float] = {}
         for moment_id, score in store.lexical_search(space, tokens, ECHO_LEXICAL_K).items():
-            bid = moment_id.rsplit("#", 1)[0]
+            bid = bucket_id_of(moment_id)
             lexical[bid] = max(lexical.get(bid, 0.0), float(score))
         pool = dict(store.get_many(space, lexical))
         for b in store.list(space, limit=ECHO_SCAN):

@@ -12,16 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from ..buckets import Bucket, bucket_from_stored, build_moments, moment_text_hash
+from ..buckets import Bucket, bucket_from_stored, bucket_id_of, build_moments, moment_text_hash
 from . import changes
 
 ISSUES = ("unfinished", "missing_in_chroma", "orphans_in_chroma", "stale_in_chroma", "buckets_without_moments",
           "orphan_moment_rows", "dangling_edges", "missing_in_lexical", "extra_in_lexical")
 DOC_CHUNK = 500
-
-
-def _bucket_of(moment_id: str) -> str:
-    return moment_id.rsplit("#", 1)[0]
 
 
 class ConsistencyMixin:
@@ -68,7 +64,7 @@ class ConsistencyMixin:
         # Chroma ids of unfinished buckets are the reconcile's; those of buckets whose moment rows are being
         # rebuilt are theirs again afterwards: neither is an orphan.
         orphans = sorted(i for i in chroma_ids - set(ledger_text)
-                         if states.get(_bucket_of(i), "committed") == "committed" and _bucket_of(i) not in without)
+                         if states.get(bucket_id_of(i), "committed") == "committed" and bucket_id_of(i) not in without)
         present = sorted(set(ledger_text) & chroma_ids)
         stale = []
         for i in range(0, len(present), DOC_CHUNK):
@@ -123,7 +119,7 @@ class ConsistencyMixin:
                 changes.record(c, space, "update", list(rebuilt))
             self._reembed(list(rebuilt.values()))
             done.append(f"rebuilt the moments of {len(rebuilt)} buckets that had none")
-        redo = {_bucket_of(m) for m in found["missing_in_chroma"] + found["stale_in_chroma"]}
+        redo = {bucket_id_of(m) for m in found["missing_in_chroma"] + found["stale_in_chroma"]}
         if redo:
             buckets = list(self.get_many(space, redo).values())
             for i in range(0, len(buckets), 64):

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from time import perf_counter
 
+from ..buckets import bucket_id_of
 from ..turn.conversation import context_messages
 
 SYSTEMS = ("ombre", "dense", "bm25")
@@ -188,15 +189,11 @@ def _pct(values: Sequence[float]) -> float:
 # ---------------------------------------------------------------- systems
 
 
-def _bucket_of(moment_id: str) -> str:
-    return moment_id.rsplit("#", 1)[0]
-
-
 def _best_per_bucket(scores: dict[str, float], depth: int) -> list[str]:
     """Bucket ids by their best moment's score, best first (ties by moment id), at most ``depth``."""
     out: list[str] = []
     for mid, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0])):
-        bid = _bucket_of(mid)
+        bid = bucket_id_of(mid)
         if bid not in out:
             out.append(bid)
             if len(out) >= depth:
