@@ -94,8 +94,8 @@ def test_admission_reads_a_memory_as_the_whole_of_its_content(tmp_path):
         t = brain.turn(s, "s1", q, dry_run=True)
         got = {x.bucket_id: x.runtime_gate["direct_seed"]["features"]["use_cos"]
                for x in t.suppressed if (x.runtime_gate["direct_seed"].get("features") or {}).get("use_cos")}
-        got |= {i.bucket_id: i.runtime_gate["direct_seed"]["features"]["use_cos"]
-                for sec in t.sections for i in sec.items if (i.runtime_gate or {}).get("direct_seed", {}).get("features")}
+        got |= {i.bucket_id: i.runtime_gate["direct_seed"]["features"]["use_cos"] for sec in t.sections
+                for i in sec.items if (i.runtime_gate or {}).get("direct_seed", {}).get("features")}
         bucket = brain.get(s, "sea")
         content = [m for m in build_moments(bucket) if not m.context_only]
         assert [m.section for m in content] == ["title", "moment"]
