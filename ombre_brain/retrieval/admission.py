@@ -12,9 +12,9 @@ direct candidate a small fixed feature vector is computed from what the turn alr
 - ``dense_rr`` and ``lexical_rr``: reciprocal ranks of the candidate in each channel;
 - ``cross_script``: the query and the memory are in different scripts (CJK and not), where lexical
   evidence cannot exist and dense evidence alone must be able to admit;
-- ``use_cos``, ``use_z``, ``use_margin``, ``use_gap``: the second opinion's (USE v3) cosine, its
-  z-score against the same background, and its margin and gap among the weighed candidates
-  (0 when the second opinion is off);
+- ``use_cos``, ``use_z``, ``use_margin``, ``use_gap``: the second opinion's (USE v3) cosine to the
+  memory as a whole (the mean of its content moments), its z-score against the same of the sampled
+  memories, and its margin and gap among the weighed candidates (0 when the second opinion is off);
 - ``aligned``, ``aligned_min``: how much of what is asked the memory says in any words or language,
   and its weakest key term (:mod:`.alignment`; 0 when the second opinion is off).
 

@@ -16,6 +16,7 @@ from time import perf_counter
 
 import numpy as np
 
+from ..buckets import bucket_id_of, build_moments
 from ..config import AdmissionModel, Config
 from ..recall_types import Candidate, QueryPlan
 from ..text import is_cjk_text
@@ -31,6 +32,7 @@ from .admission import (
 )
 from .alignment import Alignment, align, memory_words
 from .candidates import Retrieval, conversation_vector
+from .second_opinion import memory_vector
 from .terms import normalize_term
 
 log = logging.getLogger("ombre_brain")
@@ -108,23 +110,36 @@ class Admitter:
 
     def _second_opinion(self, space: str, plan: QueryPlan, cands: Sequence[Candidate],
                         sample: tuple | None) -> dict[str, tuple[float, float]]:
+        """The second opinion's cosine of the query to each weighed memory as a whole, and its z-score against
+        the same cosines of the space's sampled memories."""
         enc = self.store.second
         if enc is None or not cands:
             return {}
         qv = conversation_vector(enc.query, plan)
-        best = {c.bucket.id: next((h.moment.id for h in c.hits if not h.moment.context_only), c.best.moment.id)
-                for c in cands}
-        vecs = self.store.second_vectors(space, list(best.values()))
+        wholes = self._wholes(space, [c.bucket for c in cands])
         bg = None
         if sample is not None and sample[3] is not None:
             ids, matrix = sample[3]
             bg = Background.of(ids, (matrix @ qv).tolist())
         out = {}
-        for bid, mid in best.items():
-            if mid in vecs:
-                cos = float(vecs[mid] @ qv)
-                out[bid] = (cos, bg.z(cos, mid) if bg is not None else 0.0)
+        for bid, vec in wholes.items():
+            cos = float(vec @ qv)
+            out[bid] = (cos, bg.z(cos, bid) if bg is not None else 0.0)
         return out
+
+    def _wholes(self, space: str, buckets: Sequence) -> dict[str, np.ndarray]:
+        """Each memory read as the whole of what it says: the mean of its content moments' second-opinion vectors.
+
+        A question asks about a memory, not about one of its sentences: "the beach trip" is the title (一起去海边看
+        日出), the place and the sunrise of the moment together. The best single moment let a one-line memory on a
+        near topic (a trip diary) outscore it; the memory's mean separates answers from near misses better where
+        memories have sections, and is the moment itself where they have one. Inside a turn the vectors come with the
+        candidates' moments (:meth:`moments_with_buckets`), so this reads nothing more.
+        """
+        ids = {b.id: [m.id for m in build_moments(b) if not m.context_only] for b in buckets}
+        vecs = self.store.second_vectors(space, [m for ms in ids.values() for m in ms])
+        wholes = {bid: memory_vector([vecs[m] for m in ms if m in vecs]) for bid, ms in ids.items()}
+        return {bid: v for bid, v in wholes.items() if v is not None}
 
     def _alignment(self, asked: AskedTerms, cands: Sequence[Candidate]) -> dict[str, Alignment]:
         """Each candidate's word alignment to what the message asks (its own terms, else the conversation's),
@@ -168,8 +183,8 @@ class Admitter:
         return model
 
     def _sample(self, space: str) -> tuple | None:
-        """(moment ids, their e5 vectors, their second-opinion vectors by id, and those as (ids, matrix)) of the
-        space's background sample."""
+        """(moment ids, their e5 vectors, None, and (bucket ids, matrix) of their memories' whole second-opinion
+        vectors) of the space's background sample."""
         n = len(self.store.lexical(space))
         with self._lock:
             hit = self._samples.get(space)
@@ -178,10 +193,11 @@ class Admitter:
         got = self.store.sample_moments(space, BACKGROUND_SAMPLE)
         if got is None or len(got[0]) < MIN_BACKGROUND:
             return None
-        second = self.store.second_vectors(space, got[0])
-        use_ids = [i for i in got[0] if i in second]
-        stacked = (use_ids, np.stack([second[i] for i in use_ids])) if use_ids else None
-        sample = (got[0], got[1], second, stacked)
+        stacked = None
+        if self.store.second is not None:  # the sampled moments' memories, each as a whole (see _wholes)
+            wholes = self._wholes(space, list(self.store.get_many(space, {bucket_id_of(m) for m in got[0]}).values()))
+            stacked = (list(wholes), np.stack(list(wholes.values()))) if wholes else None
+        sample = (got[0], got[1], None, stacked)
         with self._lock:
             self._samples[space] = (n, sample)
         return sample

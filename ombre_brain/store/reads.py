@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..buckets import Bucket, Moment, bucket_from_stored
+from ..buckets import Bucket, Moment, bucket_from_stored, bucket_id_of
 from ..retrieval.second_opinion import decode_blob
 from . import changes
 from .ledger import joined
@@ -134,7 +134,8 @@ class ReadsMixin:
 
         The join that keeps out moments of uncommitted buckets reads those buckets anyway, so their
         records come along instead of in a second statement; inside a turn they join its memo, and
-        with ``seconds`` so do the moments' second-opinion vectors (admission asks for some of them).
+        with ``seconds`` so do the second-opinion vectors of these moments and of their buckets' other content
+        moments (admission reads a memory as the whole of its content, :meth:`Admitter.second_opinion`).
         """
         ids = list(dict.fromkeys(moment_ids))
         moments: dict[str, Moment] = {}
@@ -143,16 +144,26 @@ class ReadsMixin:
         kept = self._memo(space, "seconds") if seconds else None
         cols = 'm.id, m.bucket_id, m.ordinal, m.section, m.context_only, m.text, m.start, m."end", b.data'
         for i in range(0, len(ids), 900):
-            among, chunk = self.ledger.dialect.among("m.id", ids[i:i + 900])
+            part = ids[i:i + 900]
+            asked = set(part)
+            # With ``seconds``, every moment of the found buckets (one index lookup per bucket; an OR of the two
+            # conditions would scan the table): the asked ones are returned, the other content moments only lend
+            # their vectors to the memo.
+            among, chunk = (self.ledger.dialect.among("m.id", part) if kept is None else
+                            self.ledger.dialect.among("m.bucket_id", sorted({bucket_id_of(m) for m in part})))
             for r in self.ledger.query(
                     f"SELECT {cols}{', m.second' if kept is not None else ''} FROM moments m JOIN buckets b ON "
                     f"b.space = m.space AND b.id = m.bucket_id WHERE m.space = ? AND b.state = 'committed' AND {among}",
                     (space, *chunk)):
+                if kept is not None and r["id"] not in asked:
+                    if not r["context_only"]:
+                        kept[r["id"]] = (r["text"], r["second"])
+                    continue
+                if kept is not None:
+                    kept[r["id"]] = (r["text"], r["second"])
                 moments[r["id"]] = _moment(r)
                 if r["bucket_id"] not in buckets:
                     buckets[r["bucket_id"]] = bucket_from_stored(json.loads(r["data"]))
-                if kept is not None:
-                    kept[r["id"]] = (r["text"], r["second"])
         if memo is not None:
             memo.update(buckets)
         return moments, dict(sorted(buckets.items()))

@@ -33,7 +33,7 @@ from ..brain import Brain
 from ..errors import ValidationError
 from ..text import is_cjk_text
 from ..turn.conversation import context_messages
-from .evaluate import RECALL_CREATED, Memory, load_locomo, memory_bucket
+from .evaluate import Memory, load_locomo, memory_bucket, memory_from
 
 NOW = "2026-06-01T12:00:00+00:00"
 MEMORY_SECTIONS = ("recalled_memory", "diffused_memory")
@@ -96,7 +96,7 @@ def load_inject_yaml(path: str | Path) -> InjectSet:
         queries = queries or list(base.get("queries") or [])
     if not isinstance(mems, dict) or not mems:
         raise ValidationError(f"{path}: expected `memories: {{id: text}}` or `memories_from: FILE`")
-    memories = tuple(Memory(str(k), str(v).strip(), RECALL_CREATED) for k, v in mems.items())
+    memories = tuple(memory_from(k, v, str(path)) for k, v in mems.items())
     known = {m.id for m in memories}
     cases: list[Case] = []
     for kind, key in (("positive", "queries"), ("crosslingual", "crosslingual")):

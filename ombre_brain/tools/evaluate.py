@@ -48,11 +48,30 @@ RECALL_CREATED = "2026-01-01T00:00:00+00:00"
 
 @dataclass(frozen=True)
 class Memory:
-    """One memory to store: its id, text and creation time."""
+    """One memory to store: its id, text and creation time; ``title`` (with ``body`` and ``tags``) when the set
+    writes it as a bucket is written, with sections (``text`` is then title and body together)."""
 
     id: str
     text: str
     created: str
+    title: str | None = None
+    body: str = ""
+    tags: tuple[str, ...] = ()
+
+
+def memory_from(key, value, where: str) -> Memory:
+    """A memory of a YAML set: a text, or a mapping ``{title, body, tags}`` written as a bucket is."""
+    from ..errors import ValidationError
+
+    if not isinstance(value, dict):
+        return Memory(str(key), str(value).strip(), RECALL_CREATED)
+    title, body, tags = value.get("title"), value.get("body") or "", value.get("tags") or []
+    if not isinstance(title, str) or not title.strip():
+        raise ValidationError(f"{where}: memory {key} needs a text `title` (or write the memory as one text)")
+    if not isinstance(body, str) or not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ValidationError(f"{where}: memory {key}: `body` must be a text and `tags` a list of texts")
+    title, body = title.strip(), body.strip()
+    return Memory(str(key), f"{title}\n{body}".strip(), RECALL_CREATED, title, body, tuple(t.strip() for t in tags))
 
 
 @dataclass(frozen=True)
@@ -137,7 +156,7 @@ def load_recall_yaml(path: str | Path) -> Dataset:
     mems = data.get("memories")
     if not isinstance(mems, dict) or not isinstance(data.get("queries"), list):
         raise ValidationError(f"{path}: expected `memories: {{id: text}}` and `queries: [{{q, want}}]`")
-    memories = tuple(Memory(str(k), str(v).strip(), RECALL_CREATED) for k, v in mems.items())
+    memories = tuple(memory_from(k, v, str(path)) for k, v in mems.items())
     known = {m.id for m in memories}
     questions = []
     for i, q in enumerate(data["queries"]):
@@ -149,7 +168,11 @@ def load_recall_yaml(path: str | Path) -> Dataset:
 
 
 def memory_bucket(space: str, m: Memory, max_title: int) -> dict:
-    """A bucket holding the memory verbatim: the text as its title, or a cut title and the whole text as body."""
+    """A bucket holding the memory verbatim: the text as its title, or a cut title and the whole text as body
+    (a memory written as a bucket keeps its own title, body and tags)."""
+    if m.title is not None:
+        return {"space": space, "id": m.id, "title": m.title, "body": m.body, "tags": list(m.tags),
+                "created": m.created}
     if len(m.text) <= max_title:
         title, body = m.text, ""
     else:
