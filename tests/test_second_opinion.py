@@ -79,7 +79,6 @@ def test_admission_reads_a_memory_as_the_whole_of_its_content(tmp_path):
     moments' vectors come with the candidates' moments, so reading them costs no statement of its own."""
     from ombre_brain import Brain
     from ombre_brain.buckets import build_moments
-    from ombre_brain.retrieval.second_opinion import memory_vector
 
     with Brain.open(tmp_path / "d") as brain:
         enc = brain.store.second
@@ -99,7 +98,8 @@ def test_admission_reads_a_memory_as_the_whole_of_its_content(tmp_path):
         bucket = brain.get(s, "sea")
         content = [m for m in build_moments(bucket) if not m.context_only]
         assert [m.section for m in content] == ["title", "moment"]
-        whole = memory_vector(list(brain.store.second_vectors(s, [m.id for m in content]).values()))
+        mean = np.mean(list(brain.store.second_vectors(s, [m.id for m in content]).values()), axis=0)
+        whole = mean / np.linalg.norm(mean)
         assert got["sea"] == pytest.approx(float(whole @ enc.query(q)), abs=1e-5)
         best = max(float(v @ enc.query(q)) for v in brain.store.second_vectors(s, [m.id for m in content]).values())
         assert got["sea"] != pytest.approx(best, abs=1e-4)
