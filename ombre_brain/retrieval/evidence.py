@@ -118,8 +118,8 @@ class Admitter:
         qv = conversation_vector(enc.query, plan)
         wholes = self._wholes(space, [c.bucket for c in cands])
         bg = None
-        if sample is not None and sample[3] is not None:
-            ids, matrix = sample[3]
+        if sample is not None and sample[2] is not None:
+            ids, matrix = sample[2]
             bg = Background.of(ids, (matrix @ qv).tolist())
         out = {}
         for bid, vec in wholes.items():
@@ -183,8 +183,8 @@ class Admitter:
         return model
 
     def _sample(self, space: str) -> tuple | None:
-        """(moment ids, their e5 vectors, None, and (bucket ids, matrix) of their memories' whole second-opinion
-        vectors) of the space's background sample."""
+        """(moment ids, their e5 vectors, and (bucket ids, matrix) of their memories' whole second-opinion
+        vectors, or None) of the space's background sample."""
         n = len(self.store.lexical(space))
         with self._lock:
             hit = self._samples.get(space)
@@ -197,7 +197,7 @@ class Admitter:
         if self.store.second is not None:  # the sampled moments' memories, each as a whole (see _wholes)
             wholes = self._wholes(space, list(self.store.get_many(space, {bucket_id_of(m) for m in got[0]}).values()))
             stacked = (list(wholes), np.stack(list(wholes.values()))) if wholes else None
-        sample = (got[0], got[1], None, stacked)
+        sample = (got[0], got[1], stacked)
         with self._lock:
             self._samples[space] = (n, sample)
         return sample

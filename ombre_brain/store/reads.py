@@ -135,7 +135,7 @@ class ReadsMixin:
         The join that keeps out moments of uncommitted buckets reads those buckets anyway, so their
         records come along instead of in a second statement; inside a turn they join its memo, and
         with ``seconds`` so do the second-opinion vectors of these moments and of their buckets' other content
-        moments (admission reads a memory as the whole of its content, :meth:`Admitter.second_opinion`).
+        moments (admission reads a memory as the whole of its content, ``Admitter._wholes``).
         """
         ids = list(dict.fromkeys(moment_ids))
         moments: dict[str, Moment] = {}
