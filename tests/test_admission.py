@@ -217,6 +217,22 @@ def test_a_question_in_another_script_is_held_to_its_own_threshold():
     assert not admit(c[0], evidence_for(c, [], query_is_cjk=False), cfg=CFG, model=unset).admitted
 
 
+def test_the_best_candidates_of_each_script_are_weighed():
+    """A Chinese question's English answer ranks below the Chinese candidates that share its words; it is weighed
+    when it is among the ``max_rank`` best of the English ones, and a Chinese candidate past the Chinese
+    ``max_rank`` is not, whatever the English ones."""
+    zh = [Bucket(id=f"zh{i}", space="s", title=t) for i, t in enumerate(MIXED_ZH[:5])]
+    en = Bucket(id="en0", space="s", title=MIXED_EN[0])
+    c = cands_of(*[(b, 0.90 - 0.01 * i, None) for i, b in enumerate(zh)], (en, 0.70, None))
+    assert [x.bucket.id for x in c][-1] == "en0" and c[-1].rank == 6
+    q = evidence_for(c, [])
+    assert q.script_rank == {"zh0": 1, "zh1": 2, "zh2": 3, "zh3": 4, "zh4": 5, "en0": 1}
+    model = AdmissionModel(weights={}, bias=0.0, admit=0.4)  # evidence 0.5 for anything weighed
+    verdicts = {x.bucket.id: admit(x, q, cfg=CFG, model=model).reason for x in c}
+    assert verdicts["en0"] == "evidence_above_threshold" and verdicts["zh3"] == "evidence_above_threshold"
+    assert verdicts["zh4"] == "below_admission_rank"
+
+
 def test_context_only_hits_are_never_admitted_whatever_the_model():
     c = group_by_bucket([hit("rain_walk#2", 0.9, 0.99, 6.0), hit("rain_walk#3", 0.5, 0.99)], {"rain_walk": RAIN})
     q = evidence_for(c, ["薄荷糖", "散步"])

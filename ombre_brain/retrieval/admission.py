@@ -45,7 +45,7 @@ from .terms import term_weight
 
 __all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admit", "asked_terms",
            "candidate_features", "clear_cache", "discriminative_terms", "evidence_of", "lexical_admits",
-           "memory_is_cjk", "query_evidence", "threshold_for"]
+           "memory_is_cjk", "query_evidence", "script_ranks", "threshold_for"]
 
 FEATURES = ADMISSION_FEATURES
 """The admission features, in a fixed order (weights are keyed by these names)."""
@@ -271,6 +271,11 @@ class QueryEvidence:
     second: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)  # bucket -> (cos, z)
     aligned: Mapping[str, Alignment] = dataclasses.field(default_factory=dict)  # bucket -> word alignment
     cjk: Mapping[str, bool] = dataclasses.field(default_factory=dict)  # bucket -> written in CJK (memory_is_cjk)
+    script_rank: Mapping[str, int] = dataclasses.field(default_factory=dict)  # bucket -> rank in its script
+
+    def weighs(self, c: Candidate, max_rank: int) -> bool:
+        """Is this candidate weighed for admission: among the ``max_rank`` best of those written in its script?"""
+        return self.script_rank.get(c.bucket.id, c.rank) <= max_rank
 
     def same_script(self, values: Mapping[str, float], bid: str) -> list[float]:
         """The other candidates' values among those written in this candidate's script, best first."""
@@ -282,6 +287,23 @@ def memory_is_cjk(c: Candidate) -> bool:
     """Whether a candidate is written in CJK: its best content moment's script (its title's when only context
     matched). Standing among candidates and against the background is measured within one script."""
     return is_cjk_text(c.best.moment.text if not c.best.moment.context_only else c.bucket.title)
+
+
+def script_ranks(cands: Sequence[Candidate]) -> dict[str, int]:
+    """Each candidate's rank, in fused order, among the candidates written in its script.
+
+    Admission weighs the best ``retrieval.admission.max_rank`` of each script: in a store that mixes scripts, a
+    Chinese question's English answer ranks below every Chinese candidate that shares its words (lexical search
+    finds only those, and e5 sits closer to them), so counted among all it would never be weighed. In a store of
+    one script this is the fused rank.
+    """
+    seen = {True: 0, False: 0}
+    out = {}
+    for c in sorted(cands, key=lambda c: c.rank):
+        script = memory_is_cjk(c)
+        seen[script] += 1
+        out[c.bucket.id] = seen[script]
+    return out
 
 
 def content_cosine(c: Candidate) -> float | None:
@@ -315,7 +337,7 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
     lexical = sorted((b for b, s in lex_scores.items() if s > 0), key=lambda b: (-lex_scores[b], b))
     return QueryEvidence(asked, query_is_cjk, background, cosines, dense_rank,
                          {b: i for i, b in enumerate(lexical, 1)}, cjk_capable=cjk_capable, second=dict(second or {}),
-                         aligned=dict(aligned or {}), cjk=cjk)
+                         aligned=dict(aligned or {}), cjk=cjk, script_rank=script_ranks(cands))
 
 
 def candidate_features(c: Candidate, q: QueryEvidence, coverage: float) -> dict[str, float]:
@@ -387,7 +409,8 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
        (:func:`lexical_admits`) ->
        ``term_in_<field>`` (what is asked about is written in the memory; a new user's few
        memories are recalled on it from the first day);
-    3. with a fitted model, for the ``max_rank`` best candidates: ``evidence_above_threshold`` when
+    3. with a fitted model, for the ``max_rank`` best candidates of each script (:func:`script_ranks`):
+       ``evidence_above_threshold`` when
        the evidence reaches the model's ``admit`` (``admit_cross_script`` when query and memory
        are in different scripts), else ``evidence_below_threshold``; lower ranks
        are ``below_admission_rank``. The threshold is fitted with route 2 in place (``calibrate``);
@@ -400,7 +423,7 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
         return Admission(False, "context_only_match", semantic_score=semantic)
     matched, first, coverage = lexical_match(candidate, q.asked)
     lexical_ok = lexical_admits(first, coverage, cfg)
-    weighed = model is not None and candidate.rank <= cfg.retrieval.admission.max_rank
+    weighed = model is not None and q.weighs(candidate, cfg.retrieval.admission.max_rank)
     feats = candidate_features(candidate, q, coverage) if weighed else None
     ev = round(evidence_of(feats, model), 6) if weighed else None
     aligned = q.aligned.get(candidate.bucket.id, NO_ALIGNMENT).pairs if weighed else ()

@@ -29,6 +29,7 @@ from .admission import (
     asked_terms,
     content_cosine,
     query_evidence,
+    script_ranks,
 )
 from .alignment import Alignment, align, memory_words
 from .candidates import Retrieval, conversation_vector
@@ -80,7 +81,8 @@ class Admitter:
         query = plan.query or plan.normalized
         asked = asked_terms(plan.terms, idf=self._idf(space), cfg=self.cfg, context=plan.context_terms)
         background = exact = second = None
-        weighed = [c for c in found.candidates if c.rank <= self.cfg.retrieval.admission.max_rank]
+        ranks = script_ranks(found.candidates)
+        weighed = [c for c in found.candidates if ranks[c.bucket.id] <= self.cfg.retrieval.admission.max_rank]
         aligned = self._alignment(asked, weighed)
         if dense and query.strip():
             qvec = found.qvec if found.qvec is not None else conversation_vector(emb.query, plan)
