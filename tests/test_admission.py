@@ -13,6 +13,7 @@ from ombre_brain.buckets import Bucket, build_moments
 from ombre_brain.config import ADMISSION_FEATURES, AdmissionModel, load_config
 from ombre_brain.recall_types import MomentHit
 from ombre_brain.retrieval.admission import (
+    MIN_BACKGROUND_STD,
     Background,
     admit,
     asked_terms,
@@ -108,14 +109,42 @@ def test_conversation_context_never_dilutes_a_memory_the_message_itself_names():
     assert lexical_match(c[0], on_topic)[2] > 0
 
 
+SHELL = Bucket(id="shell", space="s", title="海边捡的贝壳放在窗台上")
+
+
 def test_dense_features_stand_the_cosine_against_the_background_and_the_others():
-    c = cands_of((SEA, 0.90, None), (DOG, 0.84, None), (RAIN, 0.82, None))
+    c = cands_of((SEA, 0.90, None), (SHELL, 0.84, None), (RAIN, 0.82, None))
     top, second = features(c, [], 0), features(c, [], 1)
     assert top["cosine"] == pytest.approx(0.90)
     assert top["dense_z"] == pytest.approx((0.90 - 0.80) / 0.02)
     assert top["margin"] == pytest.approx(0.06) and second["margin"] == pytest.approx(-0.06)
     assert top["gap"] == pytest.approx(0.06) and second["gap"] == pytest.approx(0.02)
     assert top["dense_rr"] == 1.0 and second["dense_rr"] == 0.5
+
+
+def test_standing_is_measured_among_memories_in_the_candidates_own_script():
+    """An English question sits closer to English memories than to equally relevant Chinese ones (e5-small: ~0.04);
+    in a store that mixes both, a Chinese memory is ranked, and its margin and gap taken, among the Chinese ones,
+    and its z-score against the Chinese moments of the background: as in a store of one script."""
+    c = cands_of((DOG, 0.86, None), (SEA, 0.83, None), (RAIN, 0.79, None))
+    sea = features(c, [], 1, query_is_cjk=False)
+    assert sea["dense_rr"] == 1.0                          # first among the Chinese memories (second overall)
+    assert sea["margin"] == pytest.approx(0.04) and sea["gap"] == pytest.approx(0.04)
+    dog = features(c, [], 0, query_is_cjk=False)
+    assert dog["margin"] == 0.0 and dog["gap"] == 0.0       # the only English candidate: no other to stand against
+    # background: eight English moments at 0.86±0.01, eight Chinese ones at 0.78±0.02
+    ids = [f"en{i}" for i in range(8)] + [f"zh{i}" for i in range(8)]
+    cos = [0.86 + (0.01 if i % 2 else -0.01) for i in range(8)] + [0.78 + (0.02 if i % 2 else -0.02) for i in range(8)]
+    bg = Background.of(ids, cos, [False] * 8 + [True] * 8)
+    q = query_evidence(c, asked_terms([], idf=high_idf, cfg=CFG), query_is_cjk=False, background=bg)
+    assert candidate_features(c[1], q, 0.0)["dense_z"] == pytest.approx((0.83 - 0.78) / 0.02)
+    assert candidate_features(c[0], q, 0.0)["dense_z"] == pytest.approx((0.86 - 0.86) / 0.01, abs=1e-6)
+    # a script with too few sampled moments is measured against the whole background
+    few = Background.of(ids[:9], cos[:9], [False] * 8 + [True])
+    assert few.within(True) is few and few.within(False).n == 8
+    # one script only: the whole background, unchanged
+    one = Background.of(ids[8:], cos[8:], [True] * 8)
+    assert one.within(True) is one
 
 
 def test_a_candidate_only_lexical_search_found_gets_the_lowest_cosine():
@@ -186,6 +215,22 @@ def test_a_question_in_another_script_is_held_to_its_own_threshold():
     assert (within.admitted, within.reason) == (False, "evidence_below_threshold")
     unset = AdmissionModel(weights={}, bias=0.0, admit=0.9)  # no cross-script threshold: admit holds for both
     assert not admit(c[0], evidence_for(c, [], query_is_cjk=False), cfg=CFG, model=unset).admitted
+
+
+def test_the_best_candidates_of_each_script_are_weighed():
+    """A Chinese question's English answer ranks below the Chinese candidates that share its words; it is weighed
+    when it is among the ``max_rank`` best of the English ones, and a Chinese candidate past the Chinese
+    ``max_rank`` is not, whatever the English ones."""
+    zh = [Bucket(id=f"zh{i}", space="s", title=t) for i, t in enumerate(MIXED_ZH[:5])]
+    en = Bucket(id="en0", space="s", title=MIXED_EN[0])
+    c = cands_of(*[(b, 0.90 - 0.01 * i, None) for i, b in enumerate(zh)], (en, 0.70, None))
+    assert [x.bucket.id for x in c][-1] == "en0" and c[-1].rank == 6
+    q = evidence_for(c, [])
+    assert q.script_rank == {"zh0": 1, "zh1": 2, "zh2": 3, "zh3": 4, "zh4": 5, "en0": 1}
+    model = AdmissionModel(weights={}, bias=0.0, admit=0.4)  # evidence 0.5 for anything weighed
+    verdicts = {x.bucket.id: admit(x, q, cfg=CFG, model=model).reason for x in c}
+    assert verdicts["en0"] == "evidence_above_threshold" and verdicts["zh3"] == "evidence_above_threshold"
+    assert verdicts["zh4"] == "below_admission_rank"
 
 
 def test_context_only_hits_are_never_admitted_whatever_the_model():
@@ -402,3 +447,40 @@ def test_cross_script_absent_topics_have_their_own_budget():
     same, across = choose_threshold(ex, p, qs)
     assert 0.5 < same <= 0.8 and 0.5 < across <= 0.55
     assert not Injections(ex, qs).hits(p, (same, across))[[*range(15), *range(30, 45)]].any()
+
+
+MIXED_ZH = ["一起去海边看日出", "周末做了红烧肉", "外婆住院了，她很担心", "给豆包画了一幅水彩", "第一次弹完整首卡农",
+            "搬家看了三套房子", "失眠了好几个晚上", "下雨天喜欢窝在家里看书", "同事的婚礼上当伴娘"]
+MIXED_EN = ["We went to a jazz concert downtown", "She is training for a 10K race",
+            "The book club read Klara and the Sun",
+            "Her laptop broke the night before the deadline", "She adopted a grey cat called Pepper",
+            "Her brother moved to Toronto for work", "She started learning to swim this spring",
+            "A long call with her best friend about the wedding", "She burnt the pancakes on Sunday morning"]
+
+
+def test_a_mixed_store_measures_each_memory_among_its_own_script(tmp_path):
+    """Through a real Brain: the background sample knows each moment's script, and an English question's Chinese
+    candidate is z-scored against the Chinese moments only (its dense rank counts Chinese candidates only)."""
+    from ombre_brain import Brain
+
+    with Brain.open(tmp_path / "d") as brain:
+        s = "mixed:x"
+        for i, t in enumerate(MIXED_ZH):
+            brain.write(space=s, id=f"zh{i}", title=t)
+        for i, t in enumerate(MIXED_EN):
+            brain.write(space=s, id=f"en{i}", title=t)
+        ids, matrix, cjk, _ = brain.admitter._sample(s)
+        assert len(ids) == 18 and cjk == [m.startswith("zh") for m in ids]
+        q = "do you remember the beach trip?"
+        t = brain.turn(s, "s1", q, dry_run=True)
+        rows = [(x.bucket_id, x.runtime_gate["direct_seed"]) for x in t.suppressed]
+        rows += [(i.bucket_id, i.runtime_gate["direct_seed"]) for sec in t.sections for i in sec.items
+                 if (i.runtime_gate or {}).get("direct_seed")]
+        sea = next(ds["features"] for b, ds in rows if b == "zh0" and ds.get("features"))
+        qv = np.asarray(brain.store.embedder.query(q), dtype=np.float32)
+        cos = {m: float(v @ qv) for m, v in zip(ids, matrix, strict=True)}
+        zh = np.array([c for m, c in cos.items() if m.startswith("zh") and m != "zh0#0"])
+        floor = MIN_BACKGROUND_STD
+        assert sea["dense_z"] == pytest.approx((sea["cosine"] - zh.mean()) / max(zh.std(), floor), abs=1e-3)
+        everyone = np.array([c for m, c in cos.items() if m != "zh0#0"])
+        assert abs(sea["dense_z"] - (sea["cosine"] - everyone.mean()) / max(everyone.std(), floor)) > 0.5

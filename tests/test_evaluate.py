@@ -108,6 +108,22 @@ def test_shared_recall_yaml_loads():
     assert len(ds.memories) == 40 and len(ds.questions) == 34
 
 
+@pytest.mark.parametrize("name", ["companion_mixed", "companion_mixed_structured"])
+def test_the_mixed_sets_keep_both_scripts_in_one_store(name):
+    """The mixed-script sets (docs/benchmarks.md, "Stores that mix scripts") load, and each is one store holding
+    memories in both scripts, with questions in the other script than the memory they want."""
+    from pathlib import Path
+
+    from ombre_brain.text import is_cjk_text
+    from ombre_brain.tools.eval_inject import load_inject_yaml
+
+    ds = load_inject_yaml(Path(__file__).parent / "data" / f"{name}.yaml")
+    cjk = {m.id: is_cjk_text(m.text) for m in ds.memories}
+    assert 0 < sum(cjk.values()) < len(cjk)
+    cross = [c for c in ds.cases if c.kind == "crosslingual"]
+    assert cross and all(any(cjk[w] != is_cjk_text(c.text) for w in c.wanted) for c in cross)
+
+
 def test_a_set_may_write_a_memory_as_a_bucket_with_sections(tmp_path):
     """`memories: {id: {title, body, tags}}` is stored as written (the companion's own memories look like this),
     beside memories given as one text; a structured memory without a title is refused, naming it."""

@@ -8,7 +8,8 @@ direct candidate a small fixed feature vector is computed from what the turn alr
 - ``cosine``: the best content moment's cosine to the query; ``dense_z``: how far it stands above
   the query's own background in the space (z-score against the query's cosines to a fixed sample
   of the space's moments); ``margin``: its distance below (or, for the best, above) the best other
-  candidate's cosine; ``gap``: its distance above the next lower candidate's cosine;
+  candidate's cosine; ``gap``: its distance above the next lower candidate's cosine; all three, and
+  ``dense_rr``, among memories written in the candidate's script (:class:`Background`);
 - ``dense_rr`` and ``lexical_rr``: reciprocal ranks of the candidate in each channel;
 - ``cross_script``: the query and the memory are in different scripts (CJK and not), where lexical
   evidence cannot exist and dense evidence alone must be able to admit;
@@ -44,12 +45,13 @@ from .terms import term_weight
 
 __all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admit", "asked_terms",
            "candidate_features", "clear_cache", "discriminative_terms", "evidence_of", "lexical_admits",
-           "query_evidence", "threshold_for"]
+           "memory_is_cjk", "query_evidence", "script_ranks", "threshold_for"]
 
 FEATURES = ADMISSION_FEATURES
 """The admission features, in a fixed order (weights are keyed by these names)."""
 
 MIN_BACKGROUND_STD = 0.01
+MIN_SCRIPT_BACKGROUND = 8  # sampled moments a script needs for a background of its own
 
 
 # ---------------------------------------------------------------- lexical evidence
@@ -206,19 +208,40 @@ class Background:
 
     In a space smaller than the sample, the sample holds the candidate itself; its own cosine is left
     out of its z-score, which would otherwise be deflated by about half a standard deviation.
+
+    Where the sample mixes scripts, each script also has its own background (:meth:`within`): e5-small
+    puts a question closer to memories in its own language than to equally relevant ones in the other
+    (in tests/data/companion_mixed.yaml its mean cosine of an English question is 0.79 to the English
+    memories and 0.75 to the Chinese ones; of a Chinese question, 0.85 and 0.77), so a Chinese memory's
+    standing is measured against the Chinese memories, as in a store of one script, where the
+    admission weights were fitted.
     """
 
     n: int
     s1: float
     s2: float
     by_moment: Mapping[str, float]
+    by_script: Mapping[bool, Background] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def of(cls, ids: Sequence[str], cosines: Sequence[float]) -> Background | None:
+    def of(cls, ids: Sequence[str], cosines: Sequence[float], cjk: Sequence[bool] | None = None) -> Background | None:
         if len(cosines) < 2:
             return None
         c = [float(x) for x in cosines]
-        return cls(len(c), sum(c), sum(x * x for x in c), dict(zip(ids, c, strict=True)))
+        whole = cls(len(c), sum(c), sum(x * x for x in c), dict(zip(ids, c, strict=True)))
+        if cjk is None:
+            return whole
+        scripts = {}
+        for script in (True, False):
+            kept = [(i, x) for i, x, k in zip(ids, c, cjk, strict=True) if k == script]
+            if MIN_SCRIPT_BACKGROUND <= len(kept) < len(c):
+                scripts[script] = cls.of([i for i, _ in kept], [x for _, x in kept])
+        return dataclasses.replace(whole, by_script=scripts)
+
+    def within(self, cjk: bool) -> Background:
+        """The background among moments in this script (CJK or not); the whole one where that script has fewer
+        than ``MIN_SCRIPT_BACKGROUND`` sampled moments or is the only one."""
+        return self.by_script.get(cjk, self)
 
     @property
     def mean(self) -> float:
@@ -247,6 +270,40 @@ class QueryEvidence:
     cjk_capable: bool = True                   # False: an English-only embedder (MiniLM maps CJK to [UNK])
     second: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)  # bucket -> (cos, z)
     aligned: Mapping[str, Alignment] = dataclasses.field(default_factory=dict)  # bucket -> word alignment
+    cjk: Mapping[str, bool] = dataclasses.field(default_factory=dict)  # bucket -> written in CJK (memory_is_cjk)
+    script_rank: Mapping[str, int] = dataclasses.field(default_factory=dict)  # bucket -> rank in its script
+
+    def weighs(self, c: Candidate, max_rank: int) -> bool:
+        """Is this candidate weighed for admission: among the ``max_rank`` best of those written in its script?"""
+        return self.script_rank.get(c.bucket.id, c.rank) <= max_rank
+
+    def same_script(self, values: Mapping[str, float], bid: str) -> list[float]:
+        """The other candidates' values among those written in this candidate's script, best first."""
+        own = self.cjk.get(bid)
+        return sorted((v for b, v in values.items() if b != bid and self.cjk.get(b) == own), reverse=True)
+
+
+def memory_is_cjk(c: Candidate) -> bool:
+    """Whether a candidate is written in CJK: its best content moment's script (its title's when only context
+    matched). Standing among candidates and against the background is measured within one script."""
+    return is_cjk_text(c.best.moment.text if not c.best.moment.context_only else c.bucket.title)
+
+
+def script_ranks(cands: Sequence[Candidate]) -> dict[str, int]:
+    """Each candidate's rank, in fused order, among the candidates written in its script.
+
+    Admission weighs the best ``retrieval.admission.max_rank`` of each script: in a store that mixes scripts, a
+    Chinese question's English answer ranks below every Chinese candidate that shares its words (lexical search
+    finds only those, and e5 sits closer to them), so counted among all it would never be weighed. In a store of
+    one script this is the fused rank.
+    """
+    seen = {True: 0, False: 0}
+    out = {}
+    for c in sorted(cands, key=lambda c: c.rank):
+        script = memory_is_cjk(c)
+        seen[script] += 1
+        out[c.bucket.id] = seen[script]
+    return out
 
 
 def content_cosine(c: Candidate) -> float | None:
@@ -263,28 +320,35 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
 
     ``exact`` gives cosines computed from stored vectors for candidates dense search did not return;
     any other such candidate gets the lowest cosine dense search returned (it ranked below them all).
+    The dense rank counts only candidates written in the same script (see :class:`Background`).
     """
     found = {c.bucket.id: content_cosine(c) for c in cands}
     found.update({b: v for b, v in (exact or {}).items() if found.get(b) is None})
     floor = min((v for v in found.values() if v is not None),
                 default=background.mean if background else 0.0)
     cosines = {bid: (v if v is not None else floor) for bid, v in found.items()}
+    cjk = {c.bucket.id: memory_is_cjk(c) for c in cands}
     dense = sorted((c.bucket.id for c in cands if content_cosine(c) is not None), key=lambda b: (-cosines[b], b))
+    dense_rank = {}
+    for script in (True, False):
+        dense_rank.update({b: i for i, b in enumerate((b for b in dense if cjk[b] == script), 1)})
     lex_scores = {c.bucket.id: max((h.lexical_score or 0.0 for h in c.hits if not h.moment.context_only),
                                    default=0.0) for c in cands}
     lexical = sorted((b for b, s in lex_scores.items() if s > 0), key=lambda b: (-lex_scores[b], b))
-    return QueryEvidence(asked, query_is_cjk, background, cosines, {b: i for i, b in enumerate(dense, 1)},
+    return QueryEvidence(asked, query_is_cjk, background, cosines, dense_rank,
                          {b: i for i, b in enumerate(lexical, 1)}, cjk_capable=cjk_capable, second=dict(second or {}),
-                         aligned=dict(aligned or {}))
+                         aligned=dict(aligned or {}), cjk=cjk, script_rank=script_ranks(cands))
 
 
 def candidate_features(c: Candidate, q: QueryEvidence, coverage: float) -> dict[str, float]:
+    """The candidate's admission features (the module's docstring names them). Its standing (z-scores, margins,
+    gaps, dense rank) is among memories written in its own script: see :class:`Background`."""
     bid = c.bucket.id
     cos = q.cosines[bid]
-    others = sorted((v for b, v in q.cosines.items() if b != bid), reverse=True)
+    others = q.same_script(q.cosines, bid)
     best_other = others[0] if others else cos
     lower = [v for v in others if v <= cos]
-    memory_cjk = is_cjk_text(c.best.moment.text if not c.best.moment.context_only else c.bucket.title)
+    memory_cjk = q.cjk.get(bid, memory_is_cjk(c))
     use_cos, use_z = q.second.get(bid, (0.0, 0.0))
     use_margin = use_gap = 0.0
     if bid in q.second:
@@ -307,7 +371,7 @@ def candidate_features(c: Candidate, q: QueryEvidence, coverage: float) -> dict[
     if not q.cjk_capable and (q.query_is_cjk or memory_cjk):
         # An English-only embedder maps CJK to [UNK]: its cosines say nothing, so the dense features are zero.
         return out | {"cosine": 0.0, "dense_z": 0.0, "margin": 0.0, "gap": 0.0, "dense_rr": 0.0}
-    z = q.background.z(cos, c.best.moment.id) if q.background is not None else 0.0
+    z = q.background.within(memory_cjk).z(cos, c.best.moment.id) if q.background is not None else 0.0
     return out | {
         "cosine": round(cos, 6),
         "dense_z": round(z, 6),
@@ -345,7 +409,8 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
        (:func:`lexical_admits`) ->
        ``term_in_<field>`` (what is asked about is written in the memory; a new user's few
        memories are recalled on it from the first day);
-    3. with a fitted model, for the ``max_rank`` best candidates: ``evidence_above_threshold`` when
+    3. with a fitted model, for the ``max_rank`` best candidates of each script (:func:`script_ranks`):
+       ``evidence_above_threshold`` when
        the evidence reaches the model's ``admit`` (``admit_cross_script`` when query and memory
        are in different scripts), else ``evidence_below_threshold``; lower ranks
        are ``below_admission_rank``. The threshold is fitted with route 2 in place (``calibrate``);
@@ -358,7 +423,7 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
         return Admission(False, "context_only_match", semantic_score=semantic)
     matched, first, coverage = lexical_match(candidate, q.asked)
     lexical_ok = lexical_admits(first, coverage, cfg)
-    weighed = model is not None and candidate.rank <= cfg.retrieval.admission.max_rank
+    weighed = model is not None and q.weighs(candidate, cfg.retrieval.admission.max_rank)
     feats = candidate_features(candidate, q, coverage) if weighed else None
     ev = round(evidence_of(feats, model), 6) if weighed else None
     aligned = q.aligned.get(candidate.bucket.id, NO_ALIGNMENT).pairs if weighed else ()

@@ -29,6 +29,7 @@ from .admission import (
     asked_terms,
     content_cosine,
     query_evidence,
+    script_ranks,
 )
 from .alignment import Alignment, align, memory_words
 from .candidates import Retrieval, conversation_vector
@@ -80,13 +81,15 @@ class Admitter:
         query = plan.query or plan.normalized
         asked = asked_terms(plan.terms, idf=self._idf(space), cfg=self.cfg, context=plan.context_terms)
         background = exact = second = None
-        weighed = [c for c in found.candidates if c.rank <= self.cfg.retrieval.admission.max_rank]
+        ranks = script_ranks(found.candidates)
+        weighed = [c for c in found.candidates if ranks[c.bucket.id] <= self.cfg.retrieval.admission.max_rank]
         aligned = self._alignment(asked, weighed)
         if dense and query.strip():
             qvec = found.qvec if found.qvec is not None else conversation_vector(emb.query, plan)
             sample = self._sample(space)
             if sample is not None:
-                background = Background.of(sample[0], (sample[1] @ np.asarray(qvec, dtype=np.float32)).tolist())
+                background = Background.of(sample[0], (sample[1] @ np.asarray(qvec, dtype=np.float32)).tolist(),
+                                           sample[2])
             exact = self._exact_cosines(space, qvec, [c for c in weighed if content_cosine(c) is None])
             second = self._second_opinion(space, plan, weighed, sample)
         return query_evidence(found.candidates, asked, query_is_cjk=is_cjk_text(query), background=background,
@@ -111,15 +114,17 @@ class Admitter:
     def _second_opinion(self, space: str, plan: QueryPlan, cands: Sequence[Candidate],
                         sample: tuple | None) -> dict[str, tuple[float, float]]:
         """The second opinion's cosine of the query to each weighed memory as a whole, and its z-score against
-        the same cosines of the space's sampled memories."""
+        the same cosines of the space's sampled memories, in every script: USE is trained to put languages
+        together, and a background per script for it (as e5 has, :class:`Background`) added false recall on our
+        mixed-script sets (docs/benchmarks.md, "Stores that mix scripts")."""
         enc = self.store.second
         if enc is None or not cands:
             return {}
         qv = conversation_vector(enc.query, plan)
         wholes = self._wholes(space, [c.bucket for c in cands])
         bg = None
-        if sample is not None and sample[2] is not None:
-            ids, matrix = sample[2]
+        if sample is not None and sample[3] is not None:
+            ids, matrix = sample[3]
             bg = Background.of(ids, (matrix @ qv).tolist())
         out = {}
         for bid, vec in wholes.items():
@@ -183,8 +188,8 @@ class Admitter:
         return model
 
     def _sample(self, space: str) -> tuple | None:
-        """(moment ids, their e5 vectors, and (bucket ids, matrix) of their memories' whole second-opinion
-        vectors, or None) of the space's background sample."""
+        """(moment ids, their e5 vectors, whether each is written in CJK, and (bucket ids, matrix) of their
+        memories' whole second-opinion vectors, or None) of the space's background sample."""
         n = len(self.store.lexical(space))
         with self._lock:
             hit = self._samples.get(space)
@@ -197,7 +202,7 @@ class Admitter:
         if self.store.second is not None:  # the sampled moments' memories, each as a whole (see _wholes)
             wholes = self._wholes(space, list(self.store.get_many(space, {bucket_id_of(m) for m in got[0]}).values()))
             stacked = (list(wholes), np.stack(list(wholes.values()))) if wholes else None
-        sample = (got[0], got[1], stacked)
+        sample = (*got, stacked)
         with self._lock:
             self._samples[space] = (n, sample)
         return sample

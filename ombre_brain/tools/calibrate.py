@@ -96,11 +96,12 @@ def examples_of(s: InjectSet, offset: int, *, config=None, show_progress: bool =
                     continue  # never admissible
                 _, first, coverage = lexical_match(cand, q.asked)
                 lexical_ok = lexical_admits(first, coverage, brain.config)
-                if cand.rank > max_rank and not lexical_ok:
+                weighed = q.weighs(cand, max_rank)
+                if not weighed and not lexical_ok:
                     continue  # never weighed for admission in a turn
                 f = candidate_features(cand, q, coverage)
                 out.append(Example(tuple(f[n] for n in ADMISSION_FEATURES), int(cand.bucket.id in c.wanted), qi,
-                                   group, cand.fused, source, lexical_ok, cand.rank <= max_rank,
+                                   group, cand.fused, source, lexical_ok, weighed,
                                    bool(f["cross_script"])))
         bar.close()
     return out, questions, model_id

@@ -28,7 +28,8 @@ ADMISSION_REASONS: Mapping[str, str] = {
     "evidence_below_threshold": "the calibrated evidence that this is the memory asked about is below the admit "
                                 "threshold of retrieval.admission",
     "weak_term_coverage": "some query terms matched, but too little of what the query asks about",
-    "below_admission_rank": "only the retrieval.admission.max_rank best-ranked candidates are weighed for admission",
+    "below_admission_rank": "only the retrieval.admission.max_rank best-ranked candidates of each script are weighed "
+                            "for admission",
     "no_topic_evidence": "no discriminative term or reliable semantic score for this bucket",
 }
 ADMITTING = ("term_in_title", "term_in_summary", "term_in_tags", "term_in_body", "evidence_above_threshold")
