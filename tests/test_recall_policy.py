@@ -101,14 +101,15 @@ TONE_ONLY = [
     "想你了，抱抱", "哈哈哈", "哈哈哈哈哈哈", "抱抱", "亲亲~", "贴贴贴贴", "爱你", "呜呜呜", "嘿嘿", "嘻嘻嘻",
     "么么哒", "好想你呀", "想你想你想你", "摸摸", "我也想你", "爱你哦", "晚安吻",
     "miss you", "Miss you!!", "love you lol", "lol", "LOOOL", "hahahaha", "haha", "hugs", "xoxo", "<3", "awww",
-    "kisses", "hehe", "love you <3", "i miss you", "哈哈 lol",
+    "kisses", "hehe", "love you <3", "i miss you", "哈哈 lol", "thanks babe", "night babe", "good night sweetie",
+    "love you darling", "morning sweetheart",
 ]
 SKIP_ONLY = [
     "晚安", "ping", "好的", "ok", "OK!", "okay", "嗯", "嗯嗯", "哦", "噢", "行", "收到", "test", "hi", "hello",
     "Hello Haven", "hey", "在吗", "在吗？", "在不在", "早", "早安", "晚上好", "你好呀", "我回来啦", "我回来了",
     "goodnight", "good night", "Good morning!", "Goooood morning", "thanks", "thank you", "谢谢", "好吧",
     "知道了", "yes", "no", "yep", "sure", "i'm back", "brb", "你在干嘛", "how are you", "are you there",
-    "晚安 Haven", "啦", "是吗",
+    "晚安 Haven", "啦", "是吗", "nighty night", "night night",
 ]
 
 
@@ -128,6 +129,15 @@ def test_at_least_thirty_casual_examples_each_language():
     cjk = [q for q in TONE_ONLY + SKIP_ONLY if re.search(r"[\u4e00-\u9fff]", q)]
     latin = [q for q in TONE_ONLY + SKIP_ONLY if not re.search(r"[\u4e00-\u9fff]", q)]
     assert len(cjk) >= 30 and len(latin) >= 30
+
+
+@pytest.mark.parametrize("q, term", [("do you remember the love letter", "love"), ("what did my honey buy me", "honey"),
+                                     ("my baby brother's birthday", "baby"), ("how is my mate Josh", "mate")])
+def test_words_that_name_things_are_not_endearment_cues(policy, q, term):
+    """Tone cues are cut from a message's terms, so only words that are nothing but an endearment are cues (babe,
+    sweetie); love, honey, baby and mate also name what a message is about."""
+    p = plan(policy, q)
+    assert p.skip_reason is None and term in p.terms, (q, p.terms)
 
 
 @pytest.mark.parametrize("q", ["", "   ", "😂😂", "？？？", "...", "❤️"])
