@@ -42,7 +42,7 @@ import re
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 
 from .config import Config, Cues
@@ -337,8 +337,8 @@ class RecallPolicy:
         tokens = frozenset(self._tokens(normalized))
         flags = {name: cue_set.matches(folded, tokens) for name, cue_set in self._sets.items()}
         flags.update(_question_flags(folded))
-        terms = self._terms(normalized)
         anchors = self._anchors(unicodedata.normalize("NFKC", text))
+        terms = self._terms(normalized, anchors)
         valence, arousal = _affect(folded, tokens)
         mode = _context_mode(flags)
         return QueryPlan(
@@ -363,13 +363,16 @@ class RecallPolicy:
             anaphoric=flags["anaphora"],
         )
 
-    def _terms(self, normalized: str) -> tuple[str, ...]:
+    def _terms(self, normalized: str, anchors: Sequence[str] = ()) -> tuple[str, ...]:
+        """The message's terms: its tokens without stop words and cue words, except that a word the message
+        quotes stays ("call me something other than 'babe'": the quoted cue is what it is about)."""
         masked = normalized
         for pattern in self._masks:
             masked = pattern.sub(lambda m: " " + " ".join(g or "" for g in m.groups()) + " ", masked)
+        quoted = {t for a in anchors for t in self._tokens(self.normalize(a))}
         out: dict[str, None] = {}
         for t in self._tokens(masked, self._stop):
-            if t in self._stop or t in self._drop or fold(t) in self._drop:
+            if t in self._stop or ((t in self._drop or fold(t) in self._drop) and t not in quoted):
                 continue
             out.setdefault(t, None)
         return tuple(out)

@@ -140,6 +140,15 @@ def test_words_that_name_things_are_not_endearment_cues(policy, q, term):
     assert p.skip_reason is None and term in p.terms, (q, p.terms)
 
 
+@pytest.mark.parametrize("q, term", [("What should you call me instead of 'babe'?", "babe"),
+                                     ("你以后别叫我“宝贝”了", "宝贝")])
+def test_a_quoted_cue_word_is_what_the_message_is_about(policy, q, term):
+    p = plan(policy, q)
+    assert p.skip_reason is None and term in p.terms and term in p.anchors, (q, p.terms)
+    unquoted = plan(policy, q.replace("'", "").replace("“", "").replace("”", ""))
+    assert term not in unquoted.terms  # the same word unquoted is an endearment cue, cut from the terms
+
+
 @pytest.mark.parametrize("q", ["", "   ", "😂😂", "？？？", "...", "❤️"])
 def test_empty(policy, q):
     assert plan(policy, q).skip_reason == "empty"
