@@ -444,9 +444,42 @@ def test_cross_script_absent_topics_have_their_own_budget():
             qs.append(Question("positive" if not cross else "crosslingual", "en", True, "s"))
             ex.append(Example((0.0,), 1, len(qs) - 1, f"p{cross}{i}", 1.0, "s", cross=cross))
     p = np.array([0.5] * 15 + [0.8] * 15 + [0.5] * 15 + [0.55] * 15)
-    same, across = choose_threshold(ex, p, qs)
-    assert 0.5 < same <= 0.8 and 0.5 < across <= 0.55
+    same, across, same_cjk = choose_threshold(ex, p, qs)
+    assert 0.5 < same <= 0.8 and 0.5 < across <= 0.55 and same_cjk == same  # no Chinese question: the pair's
     assert not Injections(ex, qs).hits(p, (same, across))[[*range(15), *range(30, 45)]].any()
+
+
+def test_chinese_and_english_questions_in_their_own_script_have_their_own_budget():
+    """Chinese near misses here score 0.7 and English ones 0.5: one same-script threshold must stand above 0.7
+    and loses the English answers at 0.6; apart, each language keeps its own answers and its allowance."""
+    from ombre_brain.tools.calibrate import Example, Injections, Question, choose_threshold
+
+    ex, qs, p = [], [], []
+    for lang, absent, wanted in (("zh", 0.7, 0.8), ("en", 0.5, 0.6)):
+        for i in range(15):
+            qs.append(Question("negative", lang, False, "s"))
+            ex.append(Example((0.0,), 0, len(qs) - 1, f"n{lang}{i}", 1.0, "s"))
+            p.append(absent)
+            qs.append(Question("positive", lang, True, "s"))
+            ex.append(Example((0.0,), 1, len(qs) - 1, f"p{lang}{i}", 1.0, "s"))
+            p.append(wanted)
+    p = np.array(p)
+    same, _, same_cjk = choose_threshold(ex, p, qs)
+    assert 0.7 < same_cjk <= 0.8 and 0.5 < same <= 0.6
+    hit = Injections(ex, qs).hits(p, (same, 0.99, same_cjk))
+    assert hit[[qi for qi, q in enumerate(qs) if q.wanted]].all()
+    assert not hit[[qi for qi, q in enumerate(qs) if not q.wanted]].any()
+
+
+def test_a_chinese_question_in_its_own_script_meets_admit_cjk():
+    c = cands_of((SEA, 0.90, None), (DOG, 0.81, None))
+    model = AdmissionModel(weights={}, bias=0.0, admit=0.4, admit_cross_script=0.9, admit_cjk=0.6)  # evidence 0.5
+    within_zh = admit(c[0], evidence_for(c, [], query_is_cjk=True), cfg=CFG, model=model)
+    within_en = admit(c[1], evidence_for(c, [], query_is_cjk=False), cfg=CFG, model=model)
+    across = admit(c[1], evidence_for(c, [], query_is_cjk=True), cfg=CFG, model=model)
+    assert (within_zh.admitted, within_en.admitted, across.admitted) == (False, True, False)
+    unset = AdmissionModel(weights={}, bias=0.0, admit=0.4)
+    assert admit(c[0], evidence_for(c, [], query_is_cjk=True), cfg=CFG, model=unset).admitted
 
 
 MIXED_ZH = ["一起去海边看日出", "周末做了红烧肉", "外婆住院了，她很担心", "给豆包画了一幅水彩", "第一次弹完整首卡农",

@@ -387,10 +387,14 @@ def evidence_of(features: Mapping[str, float], model: AdmissionModel) -> float:
     return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
 
-def threshold_for(model: AdmissionModel, features: Mapping[str, float]) -> float:
-    """The model's threshold for this candidate: ``admit_cross_script`` across scripts when fitted, else ``admit``."""
-    if features.get("cross_script") and model.admit_cross_script is not None:
-        return model.admit_cross_script
+def threshold_for(model: AdmissionModel, features: Mapping[str, float], query_is_cjk: bool = False) -> float:
+    """The model's threshold for this candidate: ``admit_cross_script`` across scripts, ``admit_cjk`` for a CJK
+    question about a memory in its own script (each when fitted), else ``admit``."""
+    if features.get("cross_script"):
+        if model.admit_cross_script is not None:
+            return model.admit_cross_script
+    elif query_is_cjk and model.admit_cjk is not None:
+        return model.admit_cjk
     return model.admit
 
 
@@ -411,7 +415,8 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
        memories are recalled on it from the first day);
     3. with a fitted model, for the ``max_rank`` best candidates of each script (:func:`script_ranks`):
        ``evidence_above_threshold`` when
-       the evidence reaches the model's ``admit`` (``admit_cross_script`` when query and memory
+       the evidence reaches the model's ``admit`` (``admit_cjk`` for a CJK question in its own script,
+       ``admit_cross_script`` when query and memory
        are in different scripts), else ``evidence_below_threshold``; lower ranks
        are ``below_admission_rank``. The threshold is fitted with route 2 in place (``calibrate``);
     4. without a model: some terms but too little coverage -> ``weak_term_coverage``; otherwise
@@ -433,7 +438,7 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
     if model is not None and not weighed:
         return Admission(False, "below_admission_rank", matched, semantic, coverage)
     if weighed:
-        ok = ev >= threshold_for(model, feats)
+        ok = ev >= threshold_for(model, feats, q.query_is_cjk)
         return Admission(ok, "evidence_above_threshold" if ok else "evidence_below_threshold", matched, semantic,
                          coverage, evidence=ev, features=feats, aligned=aligned)
     if first is not None:
