@@ -116,7 +116,7 @@ class AdmissionModel:
 
 @dataclass(frozen=True)
 class AdmissionConfig:
-    max_rank: int = field(default=4, metadata=_rng(1, 1000))  # candidates below this fused rank are not weighed
+    max_rank: int = field(default=4, metadata=_rng(1, 1000))  # the best this many of each script are weighed
     models: dict[str, AdmissionModel] = field(default_factory=dict)  # by embedder model id
 
 

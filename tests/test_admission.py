@@ -217,6 +217,18 @@ def test_a_question_in_another_script_is_held_to_its_own_threshold():
     assert not admit(c[0], evidence_for(c, [], query_is_cjk=False), cfg=CFG, model=unset).admitted
 
 
+def test_a_latin_only_moment_of_a_chinese_memory_keeps_a_chinese_store_one_script():
+    """A memory's script is its title's and text's together: a Chinese memory whose best moment is "iPhone 15 Pro
+    Max" is not an English candidate of its own (it would stand first of its script and be weighed)."""
+    phone = Bucket(id="phone", space="s", title="iPhone 15 Pro Max", body="她终于换了新手机，开心了一整天。")
+    c = cands_of((SEA, 0.90, None), (SHELL, 0.85, None), (phone, 0.80, None))
+    q = evidence_for(c, [])
+    assert q.script_rank == {x.bucket.id: x.rank for x in c}
+    f = candidate_features(c[2], q, 0.0)
+    assert f["margin"] == pytest.approx(0.80 - 0.90) and f["dense_rr"] == pytest.approx(1 / 3)
+    assert f["cross_script"] == 1.0  # its best moment is Latin, as it always counted
+
+
 def test_the_best_candidates_of_each_script_are_weighed():
     """A Chinese question's English answer ranks below the Chinese candidates that share its words; it is weighed
     when it is among the ``max_rank`` best of the English ones, and a Chinese candidate past the Chinese
@@ -231,6 +243,8 @@ def test_the_best_candidates_of_each_script_are_weighed():
     verdicts = {x.bucket.id: admit(x, q, cfg=CFG, model=model).reason for x in c}
     assert verdicts["en0"] == "evidence_above_threshold" and verdicts["zh3"] == "evidence_above_threshold"
     assert verdicts["zh4"] == "below_admission_rank"
+    en = admit(c[-1], q, cfg=CFG, model=model)
+    assert en.script_rank == 1 and en.to_dict()["script_rank"] == 1  # the debug JSON says why rank 6 was weighed
 
 
 def test_context_only_hits_are_never_admitted_whatever_the_model():
