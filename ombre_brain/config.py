@@ -101,19 +101,22 @@ class AdmissionModel:
 
     A question in one script about a memory in another (English about Chinese) has no lexical route
     and its evidence is spread lower; ``admit_cross_script`` is its own threshold, fitted beside
-    ``admit`` (unset: the same as ``admit``).
+    ``admit`` (unset: the same as ``admit``). A Chinese question about a Chinese memory meets
+    ``admit_cjk`` (unset: ``admit``): the two languages' near misses differ, and a threshold shared by both
+    is held where the stricter one needs it.
     """
 
     weights: dict[str, float] = field(default_factory=dict)
     bias: float = 0.0
     admit: float = field(default=0.5, metadata=_rng(0, 1))
     admit_cross_script: float | None = field(default=None, metadata=_rng(0, 1))
+    admit_cjk: float | None = field(default=None, metadata=_rng(0, 1))
     fitted: str = ""  # the command and data that produced these numbers
 
 
 @dataclass(frozen=True)
 class AdmissionConfig:
-    max_rank: int = field(default=4, metadata=_rng(1, 1000))  # candidates below this fused rank are not weighed
+    max_rank: int = field(default=4, metadata=_rng(1, 1000))  # the best this many of each script are weighed
     models: dict[str, AdmissionModel] = field(default_factory=dict)  # by embedder model id
 
 

@@ -42,7 +42,7 @@ import re
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 
 from .config import Config, Cues
@@ -338,7 +338,7 @@ class RecallPolicy:
         flags = {name: cue_set.matches(folded, tokens) for name, cue_set in self._sets.items()}
         flags.update(_question_flags(folded))
         anchors = self._anchors(unicodedata.normalize("NFKC", text))
-        terms = self._terms(normalized, anchors)
+        terms = self._terms(normalized, self._quoted_words(unicodedata.normalize("NFKC", text)))
         valence, arousal = _affect(folded, tokens)
         mode = _context_mode(flags)
         return QueryPlan(
@@ -363,13 +363,21 @@ class RecallPolicy:
             anaphoric=flags["anaphora"],
         )
 
-    def _terms(self, normalized: str, anchors: Sequence[str] = ()) -> tuple[str, ...]:
-        """The message's terms: its tokens without stop words and cue words, except that a word the message
-        quotes stays ("call me something other than 'babe'": the quoted cue is what it is about)."""
+    def _quoted_words(self, text: str) -> frozenset[str]:
+        """Words the message quotes one at a time (别叫我“宝贝”, "you always say 'hugs'"): what it is about."""
+        out = set()
+        for m in _QUOTE_RE.finditer(text):
+            words = self._tokens(self.normalize(next(g for g in m.groups() if g is not None)))
+            if len(words) == 1:
+                out.update(words)
+        return frozenset(out)
+
+    def _terms(self, normalized: str, quoted: frozenset[str] = frozenset()) -> tuple[str, ...]:
+        """The message's terms: its tokens without stop words and cue words, except that a cue word the message
+        quotes on its own stays (别叫我“宝贝”: the quoted cue is what it is about)."""
         masked = normalized
         for pattern in self._masks:
             masked = pattern.sub(lambda m: " " + " ".join(g or "" for g in m.groups()) + " ", masked)
-        quoted = {t for a in anchors for t in self._tokens(self.normalize(a))}
         out: dict[str, None] = {}
         for t in self._tokens(masked, self._stop):
             if t in self._stop or ((t in self._drop or fold(t) in self._drop) and t not in quoted):

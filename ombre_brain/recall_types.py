@@ -155,11 +155,14 @@ class Admission:
     evidence: float | None = None    # the calibrated probability that this is a wanted memory (DESIGN §13)
     features: dict | None = None     # what the evidence was computed from
     aligned: tuple[tuple[str, str, float], ...] = ()  # (asked term, closest memory word, cosine)
+    script_rank: int | None = None   # its rank among the candidates written in its script (weighed: <= max_rank)
 
     def to_dict(self) -> dict:
         d = {"admitted": self.admitted, "reason": self.reason, "matched_terms": list(self.matched_terms),
              "semantic_score": self.semantic_score,
              "coverage": None if self.coverage is None else round(self.coverage, 4)}
+        if self.script_rank is not None:
+            d["script_rank"] = self.script_rank
         if self.evidence is not None:
             d.update(evidence=self.evidence, features=dict(self.features or {}),
                      aligned=[{"term": t, "word": w, "cosine": c} for t, w, c in self.aligned])

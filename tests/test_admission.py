@@ -217,6 +217,18 @@ def test_a_question_in_another_script_is_held_to_its_own_threshold():
     assert not admit(c[0], evidence_for(c, [], query_is_cjk=False), cfg=CFG, model=unset).admitted
 
 
+def test_a_latin_only_moment_of_a_chinese_memory_keeps_a_chinese_store_one_script():
+    """A memory's script is its title's and text's together: a Chinese memory whose best moment is "iPhone 15 Pro
+    Max" is not an English candidate of its own (it would stand first of its script and be weighed)."""
+    phone = Bucket(id="phone", space="s", title="iPhone 15 Pro Max", body="她终于换了新手机，开心了一整天。")
+    c = cands_of((SEA, 0.90, None), (SHELL, 0.85, None), (phone, 0.80, None))
+    q = evidence_for(c, [])
+    assert q.script_rank == {x.bucket.id: x.rank for x in c}
+    f = candidate_features(c[2], q, 0.0)
+    assert f["margin"] == pytest.approx(0.80 - 0.90) and f["dense_rr"] == pytest.approx(1 / 3)
+    assert f["cross_script"] == 1.0  # its best moment is Latin, as it always counted
+
+
 def test_the_best_candidates_of_each_script_are_weighed():
     """A Chinese question's English answer ranks below the Chinese candidates that share its words; it is weighed
     when it is among the ``max_rank`` best of the English ones, and a Chinese candidate past the Chinese
@@ -231,6 +243,8 @@ def test_the_best_candidates_of_each_script_are_weighed():
     verdicts = {x.bucket.id: admit(x, q, cfg=CFG, model=model).reason for x in c}
     assert verdicts["en0"] == "evidence_above_threshold" and verdicts["zh3"] == "evidence_above_threshold"
     assert verdicts["zh4"] == "below_admission_rank"
+    en = admit(c[-1], q, cfg=CFG, model=model)
+    assert en.script_rank == 1 and en.to_dict()["script_rank"] == 1  # the debug JSON says why rank 6 was weighed
 
 
 def test_context_only_hits_are_never_admitted_whatever_the_model():
@@ -444,9 +458,42 @@ def test_cross_script_absent_topics_have_their_own_budget():
             qs.append(Question("positive" if not cross else "crosslingual", "en", True, "s"))
             ex.append(Example((0.0,), 1, len(qs) - 1, f"p{cross}{i}", 1.0, "s", cross=cross))
     p = np.array([0.5] * 15 + [0.8] * 15 + [0.5] * 15 + [0.55] * 15)
-    same, across = choose_threshold(ex, p, qs)
-    assert 0.5 < same <= 0.8 and 0.5 < across <= 0.55
+    same, across, same_cjk = choose_threshold(ex, p, qs)
+    assert 0.5 < same <= 0.8 and 0.5 < across <= 0.55 and same_cjk == same  # no Chinese question: the pair's
     assert not Injections(ex, qs).hits(p, (same, across))[[*range(15), *range(30, 45)]].any()
+
+
+def test_chinese_and_english_questions_in_their_own_script_have_their_own_budget():
+    """Chinese near misses here score 0.7 and English ones 0.5: one same-script threshold must stand above 0.7
+    and loses the English answers at 0.6; apart, each language keeps its own answers and its allowance."""
+    from ombre_brain.tools.calibrate import Example, Injections, Question, choose_threshold
+
+    ex, qs, p = [], [], []
+    for lang, absent, wanted in (("zh", 0.7, 0.8), ("en", 0.5, 0.6)):
+        for i in range(15):
+            qs.append(Question("negative", lang, False, "s"))
+            ex.append(Example((0.0,), 0, len(qs) - 1, f"n{lang}{i}", 1.0, "s"))
+            p.append(absent)
+            qs.append(Question("positive", lang, True, "s"))
+            ex.append(Example((0.0,), 1, len(qs) - 1, f"p{lang}{i}", 1.0, "s"))
+            p.append(wanted)
+    p = np.array(p)
+    same, _, same_cjk = choose_threshold(ex, p, qs)
+    assert 0.7 < same_cjk <= 0.8 and 0.5 < same <= 0.6
+    hit = Injections(ex, qs).hits(p, (same, 0.99, same_cjk))
+    assert hit[[qi for qi, q in enumerate(qs) if q.wanted]].all()
+    assert not hit[[qi for qi, q in enumerate(qs) if not q.wanted]].any()
+
+
+def test_a_chinese_question_in_its_own_script_meets_admit_cjk():
+    c = cands_of((SEA, 0.90, None), (DOG, 0.81, None))
+    model = AdmissionModel(weights={}, bias=0.0, admit=0.4, admit_cross_script=0.9, admit_cjk=0.6)  # evidence 0.5
+    within_zh = admit(c[0], evidence_for(c, [], query_is_cjk=True), cfg=CFG, model=model)
+    within_en = admit(c[1], evidence_for(c, [], query_is_cjk=False), cfg=CFG, model=model)
+    across = admit(c[1], evidence_for(c, [], query_is_cjk=True), cfg=CFG, model=model)
+    assert (within_zh.admitted, within_en.admitted, across.admitted) == (False, True, False)
+    unset = AdmissionModel(weights={}, bias=0.0, admit=0.4)
+    assert admit(c[0], evidence_for(c, [], query_is_cjk=True), cfg=CFG, model=unset).admitted
 
 
 MIXED_ZH = ["一起去海边看日出", "周末做了红烧肉", "外婆住院了，她很担心", "给豆包画了一幅水彩", "第一次弹完整首卡农",

@@ -101,8 +101,7 @@ TONE_ONLY = [
     "想你了，抱抱", "哈哈哈", "哈哈哈哈哈哈", "抱抱", "亲亲~", "贴贴贴贴", "爱你", "呜呜呜", "嘿嘿", "嘻嘻嘻",
     "么么哒", "好想你呀", "想你想你想你", "摸摸", "我也想你", "爱你哦", "晚安吻",
     "miss you", "Miss you!!", "love you lol", "lol", "LOOOL", "hahahaha", "haha", "hugs", "xoxo", "<3", "awww",
-    "kisses", "hehe", "love you <3", "i miss you", "哈哈 lol", "thanks babe", "night babe", "good night sweetie",
-    "love you darling", "morning sweetheart",
+    "kisses", "hehe", "love you <3", "i miss you", "哈哈 lol",
 ]
 SKIP_ONLY = [
     "晚安", "ping", "好的", "ok", "OK!", "okay", "嗯", "嗯嗯", "哦", "噢", "行", "收到", "test", "hi", "hello",
@@ -132,21 +131,23 @@ def test_at_least_thirty_casual_examples_each_language():
 
 
 @pytest.mark.parametrize("q, term", [("do you remember the love letter", "love"), ("what did my honey buy me", "honey"),
-                                     ("my baby brother's birthday", "baby"), ("how is my mate Josh", "mate")])
+                                     ("my baby brother's birthday", "baby"), ("how is my mate Josh", "mate"),
+                                     ("how is Sweetie doing?", "sweetie"), ("we watched Babe again", "babe")])
 def test_words_that_name_things_are_not_endearment_cues(policy, q, term):
-    """Tone cues are cut from a message's terms, so only words that are nothing but an endearment are cues (babe,
-    sweetie); love, honey, baby and mate also name what a message is about."""
+    """Tone cues are cut from a message's terms, and English endearments also name things (a love letter, a
+    cat called Sweetie, the film Babe): none of them is a cue."""
     p = plan(policy, q)
     assert p.skip_reason is None and term in p.terms, (q, p.terms)
 
 
-@pytest.mark.parametrize("q, term", [("What should you call me instead of 'babe'?", "babe"),
+@pytest.mark.parametrize("q, term", [("why do you always say 'hugs' at the end?", "hugs"),
                                      ("你以后别叫我“宝贝”了", "宝贝")])
 def test_a_quoted_cue_word_is_what_the_message_is_about(policy, q, term):
     p = plan(policy, q)
     assert p.skip_reason is None and term in p.terms and term in p.anchors, (q, p.terms)
     unquoted = plan(policy, q.replace("'", "").replace("“", "").replace("”", ""))
-    assert term not in unquoted.terms  # the same word unquoted is an endearment cue, cut from the terms
+    assert term not in unquoted.terms  # the same word unquoted is a tone cue, cut from the terms
+    assert not {"ok", "lol"} & set(plan(policy, "she texted me 'ok lol'").terms)  # a quoted phrase of cues stays cues
 
 
 @pytest.mark.parametrize("q", ["", "   ", "😂😂", "？？？", "...", "❤️"])

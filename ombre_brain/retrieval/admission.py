@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from ..buckets import main_text_of
+from ..buckets import bucket_id_of, main_text_of
 from ..config import ADMISSION_FEATURES, AdmissionModel
 from ..recall_types import Admission, Candidate
 from ..text import CJK_RE, is_cjk_text
@@ -44,14 +44,15 @@ from .alignment import Alignment
 from .terms import term_weight
 
 __all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admit", "asked_terms",
-           "candidate_features", "clear_cache", "discriminative_terms", "evidence_of", "lexical_admits",
-           "memory_is_cjk", "query_evidence", "script_ranks", "threshold_for"]
+           "bucket_is_cjk", "candidate_features", "clear_cache", "discriminative_terms", "evidence_of",
+           "lexical_admits", "memory_is_cjk", "query_evidence", "script_ranks", "threshold_for"]
 
 FEATURES = ADMISSION_FEATURES
 """The admission features, in a fixed order (weights are keyed by these names)."""
 
 MIN_BACKGROUND_STD = 0.01
-MIN_SCRIPT_BACKGROUND = 8  # sampled moments a script needs for a background of its own
+MIN_SCRIPT_BACKGROUND = 8  # sampled memories a script needs for a background of its own
+SCRIPT_SAMPLE_CHARS = 200  # how much of a memory's text (after its title) decides its script
 
 
 # ---------------------------------------------------------------- lexical evidence
@@ -234,13 +235,14 @@ class Background:
         scripts = {}
         for script in (True, False):
             kept = [(i, x) for i, x, k in zip(ids, c, cjk, strict=True) if k == script]
-            if MIN_SCRIPT_BACKGROUND <= len(kept) < len(c):
+            memories = {bucket_id_of(i) for i, _ in kept}
+            if len(memories) >= MIN_SCRIPT_BACKGROUND and len(kept) < len(c):
                 scripts[script] = cls.of([i for i, _ in kept], [x for _, x in kept])
         return dataclasses.replace(whole, by_script=scripts)
 
     def within(self, cjk: bool) -> Background:
-        """The background among moments in this script (CJK or not); the whole one where that script has fewer
-        than ``MIN_SCRIPT_BACKGROUND`` sampled moments or is the only one."""
+        """The background among moments of memories in this script (CJK or not); the whole one where that
+        script has fewer than ``MIN_SCRIPT_BACKGROUND`` sampled memories or is the only one."""
         return self.by_script.get(cjk, self)
 
     @property
@@ -284,9 +286,16 @@ class QueryEvidence:
 
 
 def memory_is_cjk(c: Candidate) -> bool:
-    """Whether a candidate is written in CJK: its best content moment's script (its title's when only context
-    matched). Standing among candidates and against the background is measured within one script."""
-    return is_cjk_text(c.best.moment.text if not c.best.moment.context_only else c.bucket.title)
+    """Whether a candidate's memory is written in CJK (:func:`bucket_is_cjk`): standing among candidates and
+    against the background is measured within one script."""
+    return bucket_is_cjk(c.bucket)
+
+
+def bucket_is_cjk(b: Any) -> bool:
+    """Whether a memory is written in CJK, judged by its title and the start of its text together: a Chinese
+    memory with a Latin-only moment ("ENFP", "2024.05.20", "iPhone 15 Pro Max 到了") stays Chinese, so a store
+    of one language is never split in two."""
+    return is_cjk_text(f"{b.title}\n{main_text_of(b.body)[:SCRIPT_SAMPLE_CHARS]}")
 
 
 def script_ranks(cands: Sequence[Candidate]) -> dict[str, int]:
@@ -348,7 +357,8 @@ def candidate_features(c: Candidate, q: QueryEvidence, coverage: float) -> dict[
     others = q.same_script(q.cosines, bid)
     best_other = others[0] if others else cos
     lower = [v for v in others if v <= cos]
-    memory_cjk = q.cjk.get(bid, memory_is_cjk(c))
+    memory_cjk = q.cjk.get(bid, memory_is_cjk(c))  # whose standing it is measured among
+    moment_cjk = is_cjk_text(c.best.moment.text if not c.best.moment.context_only else c.bucket.title)
     use_cos, use_z = q.second.get(bid, (0.0, 0.0))
     use_margin = use_gap = 0.0
     if bid in q.second:
@@ -360,7 +370,7 @@ def candidate_features(c: Candidate, q: QueryEvidence, coverage: float) -> dict[
     out = {
         "lexical": round(coverage, 6),
         "lexical_rr": round(1.0 / q.lexical_rank[bid], 6) if bid in q.lexical_rank else 0.0,
-        "cross_script": 1.0 if memory_cjk != q.query_is_cjk else 0.0,
+        "cross_script": 1.0 if moment_cjk != q.query_is_cjk else 0.0,  # the best moment's, as fitted
         "use_cos": round(use_cos, 6),
         "use_z": round(use_z, 6),
         "use_margin": round(use_margin, 6),
@@ -368,7 +378,7 @@ def candidate_features(c: Candidate, q: QueryEvidence, coverage: float) -> dict[
         "aligned": al.aligned,
         "aligned_min": al.aligned_min,
     }
-    if not q.cjk_capable and (q.query_is_cjk or memory_cjk):
+    if not q.cjk_capable and (q.query_is_cjk or moment_cjk):
         # An English-only embedder maps CJK to [UNK]: its cosines say nothing, so the dense features are zero.
         return out | {"cosine": 0.0, "dense_z": 0.0, "margin": 0.0, "gap": 0.0, "dense_rr": 0.0}
     z = q.background.within(memory_cjk).z(cos, c.best.moment.id) if q.background is not None else 0.0
@@ -387,10 +397,14 @@ def evidence_of(features: Mapping[str, float], model: AdmissionModel) -> float:
     return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
 
-def threshold_for(model: AdmissionModel, features: Mapping[str, float]) -> float:
-    """The model's threshold for this candidate: ``admit_cross_script`` across scripts when fitted, else ``admit``."""
-    if features.get("cross_script") and model.admit_cross_script is not None:
-        return model.admit_cross_script
+def threshold_for(model: AdmissionModel, features: Mapping[str, float], query_is_cjk: bool = False) -> float:
+    """The model's threshold for this candidate: ``admit_cross_script`` across scripts, ``admit_cjk`` for a CJK
+    question about a memory in its own script (each when fitted), else ``admit``."""
+    if features.get("cross_script"):
+        if model.admit_cross_script is not None:
+            return model.admit_cross_script
+    elif query_is_cjk and model.admit_cjk is not None:
+        return model.admit_cjk
     return model.admit
 
 
@@ -411,7 +425,8 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
        memories are recalled on it from the first day);
     3. with a fitted model, for the ``max_rank`` best candidates of each script (:func:`script_ranks`):
        ``evidence_above_threshold`` when
-       the evidence reaches the model's ``admit`` (``admit_cross_script`` when query and memory
+       the evidence reaches the model's ``admit`` (``admit_cjk`` for a CJK question in its own script,
+       ``admit_cross_script`` when query and memory
        are in different scripts), else ``evidence_below_threshold``; lower ranks
        are ``below_admission_rank``. The threshold is fitted with route 2 in place (``calibrate``);
     4. without a model: some terms but too little coverage -> ``weak_term_coverage``; otherwise
@@ -424,18 +439,19 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
     matched, first, coverage = lexical_match(candidate, q.asked)
     lexical_ok = lexical_admits(first, coverage, cfg)
     weighed = model is not None and q.weighs(candidate, cfg.retrieval.admission.max_rank)
+    rank = q.script_rank.get(candidate.bucket.id) if model is not None else None
     feats = candidate_features(candidate, q, coverage) if weighed else None
     ev = round(evidence_of(feats, model), 6) if weighed else None
     aligned = q.aligned.get(candidate.bucket.id, NO_ALIGNMENT).pairs if weighed else ()
     if lexical_ok:  # what the query asks about is written in the memory: that alone is evidence
         return Admission(True, f"term_in_{first}", matched, semantic, coverage, evidence=ev, features=feats,
-                         aligned=aligned)
+                         aligned=aligned, script_rank=rank)
     if model is not None and not weighed:
-        return Admission(False, "below_admission_rank", matched, semantic, coverage)
+        return Admission(False, "below_admission_rank", matched, semantic, coverage, script_rank=rank)
     if weighed:
-        ok = ev >= threshold_for(model, feats)
+        ok = ev >= threshold_for(model, feats, q.query_is_cjk)
         return Admission(ok, "evidence_above_threshold" if ok else "evidence_below_threshold", matched, semantic,
-                         coverage, evidence=ev, features=feats, aligned=aligned)
+                         coverage, evidence=ev, features=feats, aligned=aligned, script_rank=rank)
     if first is not None:
         return Admission(False, "weak_term_coverage", matched, semantic, coverage)
     return Admission(False, "no_topic_evidence", semantic_score=semantic)

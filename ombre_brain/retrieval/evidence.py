@@ -27,6 +27,7 @@ from .admission import (
     QueryEvidence,
     admit,
     asked_terms,
+    bucket_is_cjk,
     content_cosine,
     query_evidence,
     script_ranks,
@@ -198,11 +199,15 @@ class Admitter:
         got = self.store.sample_moments(space, BACKGROUND_SAMPLE)
         if got is None or len(got[0]) < MIN_BACKGROUND:
             return None
+        buckets = self.store.get_many(space, {bucket_id_of(m) for m in got[0]})
+        ids = [m for m in got[0] if bucket_id_of(m) in buckets]
+        matrix = got[1][[i for i, m in enumerate(got[0]) if bucket_id_of(m) in buckets]]
+        cjk = [bucket_is_cjk(buckets[bucket_id_of(m)]) for m in ids]  # each moment by its memory's script
         stacked = None
         if self.store.second is not None:  # the sampled moments' memories, each as a whole (see _wholes)
-            wholes = self._wholes(space, list(self.store.get_many(space, {bucket_id_of(m) for m in got[0]}).values()))
+            wholes = self._wholes(space, list(buckets.values()))
             stacked = (list(wholes), np.stack(list(wholes.values()))) if wholes else None
-        sample = (*got, stacked)
+        sample = (ids, matrix, cjk, stacked)
         with self._lock:
             self._samples[space] = (n, sample)
         return sample

@@ -14,7 +14,6 @@ import numpy as np
 
 from ..buckets import Bucket, Moment, bucket_from_stored, bucket_id_of
 from ..retrieval.second_opinion import decode_blob
-from ..text import is_cjk_text
 from . import changes
 from .ledger import joined
 
@@ -169,26 +168,25 @@ class ReadsMixin:
             memo.update(buckets)
         return moments, dict(sorted(buckets.items()))
 
-    def sample_moments(self, space: str, n: int) -> tuple[list[str], np.ndarray, list[bool]] | None:
-        """A fixed, evenly spread sample of up to ``n`` committed content moments: their ids, vectors, and whether
-        each is written in CJK.
+    def sample_moments(self, space: str, n: int) -> tuple[list[str], np.ndarray] | None:
+        """A fixed, evenly spread sample of up to ``n`` committed content moments: their ids and vectors.
 
-        Admission measures a query against it (its background in the space, DESIGN §13), among the moments
-        written in the candidate's script.
+        Admission measures a query against it (its background in the space, DESIGN §13).
         """
         if not self.ensure_space(space, create=False):
             return None
         rows = self.ledger.query(
-            "SELECT m.id, m.text FROM moments m JOIN buckets b ON b.space = m.space AND b.id = m.bucket_id "
+            "SELECT m.id FROM moments m JOIN buckets b ON b.space = m.space AND b.id = m.bucket_id "
             "WHERE m.space = ? AND b.state = 'committed' AND m.context_only = 0 ORDER BY m.id", (space,))
-        if len(rows) > n:
-            step = len(rows) / n
-            rows = [rows[int(i * step)] for i in range(n)]
-        got = self.chroma.get_vectors(space, [r["id"] for r in rows])
+        ids = [r["id"] for r in rows]
+        if len(ids) > n:
+            step = len(ids) / n
+            ids = [ids[int(i * step)] for i in range(n)]
+        got = self.chroma.get_vectors(space, ids)
         if not got:
             return None
-        rows = [r for r in rows if r["id"] in got]
-        return [r["id"] for r in rows], np.stack([got[r["id"]] for r in rows]), [is_cjk_text(r["text"]) for r in rows]
+        ids = [i for i in ids if i in got]
+        return ids, np.stack([got[i] for i in ids])
 
     def second_vectors(self, space: str, moment_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The second-opinion vectors of these moments; one a ledger lacks (written before) is encoded now.

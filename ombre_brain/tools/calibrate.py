@@ -145,8 +145,9 @@ def predict(x: np.ndarray, weights: np.ndarray, bias: float) -> np.ndarray:
 # ---------------------------------------------------------------- what a turn would inject
 
 
-Thresholds = tuple[float, float]
-"""(admit, admit_cross_script): one threshold for a question and memory in the same script, one across scripts."""
+Thresholds = tuple[float, ...]
+"""(admit, admit_cross_script, admit_cjk): a question and memory in the same script, across scripts, and a CJK
+question in its own script (a pair (same, cross) is read as (same, cross, same))."""
 
 
 class Injections:
@@ -165,6 +166,7 @@ class Injections:
         self.lexical = np.array([ex[i].lexical_ok for i in order], dtype=bool)
         self.weighed = np.array([ex[i].weighed for i in order], dtype=bool)
         self.cross = np.array([ex[i].cross for i in order], dtype=bool)
+        self.cjk = np.array([questions[ex[i].query].lang == "zh" for i in order], dtype=bool)  # a CJK question
         self.n = len(questions)
         self.wanted = np.array([q.wanted for q in questions], dtype=bool)
         starts = np.r_[0, np.flatnonzero(np.diff(self.query)) + 1] if len(order) else np.zeros(0, np.int64)
@@ -172,7 +174,8 @@ class Injections:
 
     def hits(self, p: np.ndarray, t: Thresholds) -> np.ndarray:
         ps = p[self.order]
-        ok = self.lexical | (self.weighed & (ps >= np.where(self.cross, t[1], t[0])))
+        same_cjk = t[2] if len(t) > 2 else t[0]
+        ok = self.lexical | (self.weighed & (ps >= np.where(self.cross, t[1], np.where(self.cjk, same_cjk, t[0]))))
         seen = np.cumsum(ok)
         before = seen[self.group_start] - ok[self.group_start]  # admitted before this question's first example
         kept = ok & (seen - before <= MAX_DIRECT)
@@ -202,14 +205,18 @@ def choose_threshold(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Q
 
     The thresholds decide only what the score admits; lexical evidence admits whatever they are. So the
     guard is on what the score adds over lexical admission alone: at most MAX_FALSE_RECALL more of the
-    absent-topic questions may inject something, counted apart for questions about memories in their own
-    script and in another (each threshold guards its own population), and not one more casual message.
-    (A set whose near misses are written in its memories injects them through lexical evidence at any
-    threshold; a guard on the total would shut the score off altogether.) Recall is averaged over each
-    set's positive and cross-lingual questions, so no one set decides; LoCoMo's adversarial questions are
-    reported, not used.
-    Every pair on the grid is tried (a question about memories in both scripts meets both thresholds, so
-    one at a time gets stuck); ties go to the higher, more cautious pair.
+    absent-topic questions may inject something, counted apart for each population a threshold guards
+    (questions about memories in another script; in their own script, Chinese and English apart), and not
+    one more casual message. (A set whose near misses are written in its memories injects them through
+    lexical evidence at any threshold; a guard on the total would shut the score off altogether.) Recall
+    is averaged over each set's positive and cross-lingual questions, so no one set decides; LoCoMo's
+    adversarial questions are reported, not used.
+    Every (same script, cross script) pair on the grid is tried, one same-script threshold for both
+    languages (a question about memories in both scripts meets both thresholds, so one at a time gets
+    stuck); from the best pair, the Chinese same-script threshold, the other same-script one and the
+    cross-script one are then moved one at a time where that adds recall (a population with nothing to gain
+    keeps the pair's value), so the result is never worse than the pair. Ties go to the higher, more
+    cautious thresholds.
     """
     inj = Injections(ex, questions)
     scored: dict[tuple[str, str], list[int]] = {}
@@ -220,24 +227,52 @@ def choose_threshold(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Q
     across: dict[int, bool] = {}  # a question is about memories in another script when its best candidate is
     for e in sorted(ex, key=lambda e: -e.fused):
         across.setdefault(e.query, e.cross)
-    negatives = [np.array([qi for qi, q in enumerate(questions) if q.kind == "negative" and across.get(qi, False) == x],
-                          dtype=np.int64) for x in (False, True)]
+
+    def negative(cross: bool, zh: bool | None) -> np.ndarray:
+        return np.array([qi for qi, q in enumerate(questions) if q.kind == "negative"
+                         and across.get(qi, False) == cross and (zh is None or (q.lang == "zh") == zh)],
+                        dtype=np.int64)
+
+    negatives = [negative(False, True), negative(False, False), negative(True, None)]
     casual = np.array([qi for qi, q in enumerate(questions) if q.kind == "casual"], dtype=np.int64)
-    lexical = inj.hits(p, (2.0, 2.0))  # what lexical evidence injects on its own
+    lexical = inj.hits(p, (2.0, 2.0, 2.0))  # what lexical evidence injects on its own
+
+    def value(t: Thresholds) -> float | None:
+        hit = inj.hits(p, t)
+        if any(len(n) and hit[n].mean() - lexical[n].mean() > MAX_FALSE_RECALL for n in negatives):
+            return None
+        if len(casual) and hit[casual].sum() > lexical[casual].sum():
+            return None
+        return float(np.mean([hit[g].mean() for g in groups])) if groups else 0.0
+
+    def better(r: float, t: Thresholds, best: tuple[float, Thresholds]) -> bool:
+        return (r, sum(t)) > (best[0], sum(best[1]))
+
     crosses = GRID if inj.cross[inj.weighed].any() else [None]
-    best: tuple[float, float, float] = (-1.0, 0.99, 0.99)
+    best: tuple[float, Thresholds] = (-1.0, (0.99, 0.99, 0.99))
     for same in GRID:
         for cross in crosses:
-            t = (same, same if cross is None else cross)
-            hit = inj.hits(p, t)
-            if any(len(n) and hit[n].mean() - lexical[n].mean() > MAX_FALSE_RECALL for n in negatives):
-                continue
-            if len(casual) and hit[casual].sum() > lexical[casual].sum():
-                continue
-            recall = float(np.mean([hit[g].mean() for g in groups])) if groups else 0.0
-            if (recall, t[0] + t[1]) > (best[0], best[1] + best[2]):
-                best = (recall, *t)
-    return best[1], best[2]
+            t = (same, same if cross is None else cross, same)
+            r = value(t)
+            if r is not None and better(r, t, best):
+                best = (r, t)
+    if best[0] < 0:
+        return best[1]
+    for _ in range(3):  # coordinate moves from the best pair: Chinese same-script, other same-script, cross
+        before = best
+        for axis in ((2, 0, 1) if crosses[0] is not None else (2, 0)):
+            moved = best
+            for v in GRID:
+                t = tuple(v if i == axis else x for i, x in enumerate(best[1]))
+                if crosses[0] is None and axis == 0:
+                    t = (v, v, t[2])
+                r = value(t)
+                if r is not None and r > best[0] and better(r, t, moved):  # only for more recall
+                    moved = (r, t)
+            best = moved
+        if best == before:
+            break
+    return best[1]
 
 
 def _folds(groups: Sequence[str], k: int, seed: int = 13) -> list[set[str]]:
@@ -286,12 +321,13 @@ def calibrate(paths: Sequence[str | Path], *, locomo: str | Path | None = None, 
               f"{' --locomo ' + str(locomo) if locomo else ''} ({len(questions)} questions, "
               f"{sum(e.weighed for e in ex)} candidates)")
     model = AdmissionModel(weights={n: round(float(v), 4) for n, v in zip(ADMISSION_FEATURES, w, strict=True)},
-                           bias=round(b, 4), admit=t[0], admit_cross_script=t[1], fitted=fitted)
+                           bias=round(b, 4), admit=t[0], admit_cross_script=t[1], admit_cjk=t[2], fitted=fitted)
     m = np.array([e.weighed for e in ex])  # AUC and ECE over the candidates the score decides about
     yi = y[m].astype(int).tolist()
     return {
         "model_id": model_id, "model": {"weights": model.weights, "bias": model.bias, "admit": model.admit,
-                                        "admit_cross_script": model.admit_cross_script, "fitted": model.fitted},
+                                        "admit_cross_script": model.admit_cross_script,
+                                        "admit_cjk": model.admit_cjk, "fitted": model.fitted},
         "questions": len(questions), "candidates": int(m.sum()), "threshold": list(t),
         "in_sample": {"by_kind": outcomes(ex, p, questions, t),
                       "ece": expected_calibration_error(list(zip(p[m].tolist(), yi, strict=True))),
@@ -318,7 +354,7 @@ def write_overlay(res: dict, path: str | Path) -> None:
     m = res["model"]
     doc = {"retrieval": {"admission": {"models": {res["model_id"]: {
         "weights": m["weights"], "bias": m["bias"], "admit": m["admit"],
-        "admit_cross_script": m["admit_cross_script"], "fitted": m["fitted"]}}}}}
+        "admit_cross_script": m["admit_cross_script"], "admit_cjk": m["admit_cjk"], "fitted": m["fitted"]}}}}}
     Path(path).write_text("# written by `ombre-brain calibrate`\n" + yaml.safe_dump(doc, allow_unicode=True,
                                                                                         sort_keys=False),
                           encoding="utf-8")
@@ -329,7 +365,8 @@ def format_calibration(res: dict) -> str:
     lines = [f"calibrated admission for {res['model_id']}: {res['questions']} questions, {res['candidates']} "
              f"candidates", "weights: " + ", ".join(f"{k} {v:+.3f}" for k, v in m["weights"].items())
              + f"; bias {m['bias']:+.3f}; admit at evidence >= {m['admit']} "
-             f"({m['admit_cross_script']} across scripts)", "",
+             f"({m['admit_cjk']} for a Chinese question in its own script, {m['admit_cross_script']} across "
+             "scripts)", "",
              "| kind | lang | n | in-sample | cross-validated |", "|---|---|---|---|---|"]
     ins, cv = res["in_sample"]["by_kind"], res["cross_validated"]["by_kind"]
     for kind, langs in ins.items():
