@@ -298,18 +298,18 @@ def bucket_is_cjk(b: Any) -> bool:
     return is_cjk_text(f"{b.title}\n{main_text_of(b.body)[:SCRIPT_SAMPLE_CHARS]}")
 
 
-def script_ranks(cands: Sequence[Candidate]) -> dict[str, int]:
+def script_ranks(cands: Sequence[Candidate], cjk: Mapping[str, bool] | None = None) -> dict[str, int]:
     """Each candidate's rank, in fused order, among the candidates written in its script.
 
     Admission weighs the best ``retrieval.admission.max_rank`` of each script: in a store that mixes scripts, a
     Chinese question's English answer ranks below every Chinese candidate that shares its words (lexical search
     finds only those, and e5 sits closer to them), so counted among all it would never be weighed. In a store of
-    one script this is the fused rank.
+    one script this is the fused rank. ``cjk``: each candidate's :func:`memory_is_cjk`, when already known.
     """
     seen = {True: 0, False: 0}
     out = {}
     for c in sorted(cands, key=lambda c: c.rank):
-        script = memory_is_cjk(c)
+        script = cjk[c.bucket.id] if cjk is not None else memory_is_cjk(c)
         seen[script] += 1
         out[c.bucket.id] = seen[script]
     return out
@@ -324,19 +324,21 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
                    background: Background | None = None, cjk_capable: bool = True,
                    exact: Mapping[str, float] | None = None,
                    second: Mapping[str, tuple[float, float]] | None = None,
-                   aligned: Mapping[str, Alignment] | None = None) -> QueryEvidence:
+                   aligned: Mapping[str, Alignment] | None = None,
+                   cjk: Mapping[str, bool] | None = None) -> QueryEvidence:
     """Per query: each candidate's content cosine and its rank in each channel.
 
     ``exact`` gives cosines computed from stored vectors for candidates dense search did not return;
     any other such candidate gets the lowest cosine dense search returned (it ranked below them all).
-    The dense rank counts only candidates written in the same script (see :class:`Background`).
+    The dense rank counts only candidates written in the same script (see :class:`Background`); ``cjk`` gives
+    each candidate's :func:`memory_is_cjk` when the caller has it.
     """
     found = {c.bucket.id: content_cosine(c) for c in cands}
     found.update({b: v for b, v in (exact or {}).items() if found.get(b) is None})
     floor = min((v for v in found.values() if v is not None),
                 default=background.mean if background else 0.0)
     cosines = {bid: (v if v is not None else floor) for bid, v in found.items()}
-    cjk = {c.bucket.id: memory_is_cjk(c) for c in cands}
+    cjk = dict(cjk) if cjk is not None else {c.bucket.id: memory_is_cjk(c) for c in cands}
     dense = sorted((c.bucket.id for c in cands if content_cosine(c) is not None), key=lambda b: (-cosines[b], b))
     dense_rank = {}
     for script in (True, False):
@@ -346,7 +348,7 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
     lexical = sorted((b for b, s in lex_scores.items() if s > 0), key=lambda b: (-lex_scores[b], b))
     return QueryEvidence(asked, query_is_cjk, background, cosines, dense_rank,
                          {b: i for i, b in enumerate(lexical, 1)}, cjk_capable=cjk_capable, second=dict(second or {}),
-                         aligned=dict(aligned or {}), cjk=cjk, script_rank=script_ranks(cands))
+                         aligned=dict(aligned or {}), cjk=cjk, script_rank=script_ranks(cands, cjk))
 
 
 def candidate_features(c: Candidate, q: QueryEvidence, coverage: float) -> dict[str, float]:
@@ -357,7 +359,7 @@ def candidate_features(c: Candidate, q: QueryEvidence, coverage: float) -> dict[
     others = q.same_script(q.cosines, bid)
     best_other = others[0] if others else cos
     lower = [v for v in others if v <= cos]
-    memory_cjk = q.cjk.get(bid, memory_is_cjk(c))  # whose standing it is measured among
+    memory_cjk = q.cjk[bid] if bid in q.cjk else memory_is_cjk(c)  # whose standing it is measured among
     moment_cjk = is_cjk_text(c.best.moment.text if not c.best.moment.context_only else c.bucket.title)
     use_cos, use_z = q.second.get(bid, (0.0, 0.0))
     use_margin = use_gap = 0.0

@@ -29,6 +29,7 @@ from .admission import (
     asked_terms,
     bucket_is_cjk,
     content_cosine,
+    memory_is_cjk,
     query_evidence,
     script_ranks,
 )
@@ -82,7 +83,8 @@ class Admitter:
         query = plan.query or plan.normalized
         asked = asked_terms(plan.terms, idf=self._idf(space), cfg=self.cfg, context=plan.context_terms)
         background = exact = second = None
-        ranks = script_ranks(found.candidates)
+        cjk = {c.bucket.id: memory_is_cjk(c) for c in found.candidates}  # each memory's script, once per turn
+        ranks = script_ranks(found.candidates, cjk)
         weighed = [c for c in found.candidates if ranks[c.bucket.id] <= self.cfg.retrieval.admission.max_rank]
         aligned = self._alignment(asked, weighed)
         if dense and query.strip():
@@ -94,7 +96,7 @@ class Admitter:
             exact = self._exact_cosines(space, qvec, [c for c in weighed if content_cosine(c) is None])
             second = self._second_opinion(space, plan, weighed, sample)
         return query_evidence(found.candidates, asked, query_is_cjk=is_cjk_text(query), background=background,
-                              cjk_capable=emb.cjk_capable, exact=exact, second=second, aligned=aligned)
+                              cjk_capable=emb.cjk_capable, exact=exact, second=second, aligned=aligned, cjk=cjk)
 
     def _idf(self, space: str):
         """The space's idf; in a space of a few moments every word is "common", so there a seen word counts as
