@@ -516,7 +516,7 @@ def test_a_mixed_store_measures_each_memory_among_its_own_script(tmp_path):
             brain.write(space=s, id=f"zh{i}", title=t)
         for i, t in enumerate(MIXED_EN):
             brain.write(space=s, id=f"en{i}", title=t)
-        ids, matrix, cjk, _ = brain.admitter._sample(s)
+        ids, matrix, cjk, wholes = brain.admitter._sample(s)
         assert len(ids) == 18 and cjk == [m.startswith("zh") for m in ids]
         q = "do you remember the beach trip?"
         t = brain.turn(s, "s1", q, dry_run=True)
@@ -531,3 +531,10 @@ def test_a_mixed_store_measures_each_memory_among_its_own_script(tmp_path):
         assert sea["dense_z"] == pytest.approx((sea["cosine"] - zh.mean()) / max(zh.std(), floor), abs=1e-3)
         everyone = np.array([c for m, c in cos.items() if m != "zh0#0"])
         assert abs(sea["dense_z"] - (sea["cosine"] - everyone.mean()) / max(everyone.std(), floor)) > 0.5
+        if brain.store.second is not None:  # the second opinion's z, against the Chinese memories as wholes
+            bids, vectors, flags = wholes
+            assert flags == [b.startswith("zh") for b in bids]
+            uq = brain.store.second.query(q)
+            other = np.array([float(v @ uq) for b, v in zip(bids, vectors, strict=True)
+                              if b.startswith("zh") and b != "zh0"])
+            assert sea["use_z"] == pytest.approx((sea["use_cos"] - other.mean()) / max(other.std(), floor), abs=1e-3)

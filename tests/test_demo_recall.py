@@ -21,7 +21,7 @@ def _injected(brain, session: str, query: str) -> tuple[list[str], str]:
     return [b for k in MEMORY for b in t.item_ids(k)], t.rendered
 
 
-NOT_YET = ("issue 15, not met: the sea memory ranks first for this question, but its evidence is 0.52 against the "
+NOT_YET = ("issue 15, not met: the sea memory ranks first for this question, but its evidence is 0.50 against the "
            "cross-script threshold 0.63 (aligned beach→海边 0.62, trip→旅行 0.82); 7 of 14 English questions are "
            "recalled. No offline encoder here separates these paraphrases from near misses (docs/benchmarks.md).")
 

@@ -15,7 +15,8 @@ direct candidate a small fixed feature vector is computed from what the turn alr
   evidence cannot exist and dense evidence alone must be able to admit;
 - ``use_cos``, ``use_z``, ``use_margin``, ``use_gap``: the second opinion's (USE v3) cosine to the
   memory as a whole (the mean of its content moments), its z-score against the same of the sampled
-  memories, and its margin and gap among the weighed candidates (0 when the second opinion is off);
+  memories written in its script, and its margin and gap among the weighed candidates (0 when the
+  second opinion is off);
 - ``aligned``, ``aligned_min``: how much of what is asked the memory says in any words or language,
   and its weakest key term (:mod:`.alignment`; 0 when the second opinion is off).
 

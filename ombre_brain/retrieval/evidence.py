@@ -117,9 +117,8 @@ class Admitter:
     def _second_opinion(self, space: str, plan: QueryPlan, cands: Sequence[Candidate],
                         sample: tuple | None) -> dict[str, tuple[float, float]]:
         """The second opinion's cosine of the query to each weighed memory as a whole, and its z-score against
-        the same cosines of the space's sampled memories, in every script: USE is trained to put languages
-        together, and a background per script for it (as e5 has, :class:`Background`) added false recall on our
-        mixed-script sets (docs/benchmarks.md, "Stores that mix scripts")."""
+        the same cosines of the space's sampled memories written in its script (:class:`Background`): USE too
+        puts a Chinese question nearer Chinese memories, so an English answer stood low against both scripts."""
         enc = self.store.second
         if enc is None or not cands:
             return {}
@@ -127,12 +126,14 @@ class Admitter:
         wholes = self._wholes(space, [c.bucket for c in cands])
         bg = None
         if sample is not None and sample[3] is not None:
-            ids, matrix = sample[3]
-            bg = Background.of(ids, (matrix @ qv).tolist())
+            ids, matrix, cjk = sample[3]
+            bg = Background.of(ids, (matrix @ qv).tolist(), cjk)
         out = {}
-        for bid, vec in wholes.items():
-            cos = float(vec @ qv)
-            out[bid] = (cos, bg.z(cos, bid) if bg is not None else 0.0)
+        for c in cands:
+            vec = wholes.get(c.bucket.id)
+            if vec is not None:
+                cos = float(vec @ qv)
+                out[c.bucket.id] = (cos, bg.within(memory_is_cjk(c)).z(cos, c.bucket.id) if bg is not None else 0.0)
         return out
 
     def _wholes(self, space: str, buckets: Sequence) -> dict[str, np.ndarray]:
@@ -191,8 +192,8 @@ class Admitter:
         return model
 
     def _sample(self, space: str) -> tuple | None:
-        """(moment ids, their e5 vectors, whether each is written in CJK, and (bucket ids, matrix) of their
-        memories' whole second-opinion vectors, or None) of the space's background sample."""
+        """(moment ids, their e5 vectors, whether each one's memory is written in CJK, and (bucket ids, matrix,
+        CJK flags) of those memories' whole second-opinion vectors, or None) of the space's background sample."""
         n = len(self.store.lexical(space))
         with self._lock:
             hit = self._samples.get(space)
@@ -208,7 +209,8 @@ class Admitter:
         stacked = None
         if self.store.second is not None:  # the sampled moments' memories, each as a whole (see _wholes)
             wholes = self._wholes(space, list(buckets.values()))
-            stacked = (list(wholes), np.stack(list(wholes.values()))) if wholes else None
+            stacked = (list(wholes), np.stack(list(wholes.values())),
+                       [bucket_is_cjk(buckets[b]) for b in wholes]) if wholes else None
         sample = (ids, matrix, cjk, stacked)
         with self._lock:
             self._samples[space] = (n, sample)
