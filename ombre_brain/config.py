@@ -254,6 +254,7 @@ class Cues:
     body_chain: tuple[str, ...] = ()
     anaphora: tuple[str, ...] = ()
     trailing_particles: tuple[str, ...] = ()
+    address_after: tuple[str, ...] = ()  # thanks and greetings whose one following word is whom they address
 
 
 @dataclass(frozen=True)

@@ -292,6 +292,8 @@ class RecallPolicy:
                         masks.append(pattern)
                 drop.update({w, fold(w)} if "*" not in w else {p.strip() for p in w.split("*") if p.strip()})
         self._masks = sorted(masks, key=lambda p: len(p.pattern), reverse=True)
+        address = {fold(normalize(c, cues)) for c in cues.address_after} - {""}
+        self._address = tuple(sorted(address, key=len, reverse=True))  # the longest first: "thank you" before "ty"
         self._drop = frozenset(drop)
         self._ready = True
 
@@ -421,10 +423,24 @@ class RecallPolicy:
                     break
             if not meaningful:
                 return "tone_only" if "tone_only" in kinds else "skip_only"
+            if self._only_addresses(folded):
+                return "skip_only"
         asks = any(flags[name] for name in _PLAN_CUES)
         if asks and not anchors and not any(self._discriminative(t) for t in terms):
             return "vague"
         return None
+
+    def _only_addresses(self, folded: str) -> bool:
+        """Thanks or a greeting and one more word at most ("thanks mate", "hey Josh", 谢谢老公): that word names
+        whom the message addresses, so a memory that mentions it is not what the message is about."""
+        for prefix in self._address:
+            if not folded.startswith(prefix):
+                continue
+            after = folded[len(prefix):]
+            if after and not _is_cjk(prefix[-1]) and after[0].isalnum():
+                continue  # "hiking", not "hi"
+            return len(self._tokens(after)) <= 1  # "thanks for the book" is about the book
+        return False
 
     def _discriminative(self, term: str) -> bool:
         return len(term) >= self.config.retrieval.min_term_chars if _is_cjk(term) else len(term) >= 2

@@ -140,6 +140,31 @@ def test_words_that_name_things_are_not_endearment_cues(policy, q, term):
     assert p.skip_reason is None and term in p.terms, (q, p.terms)
 
 
+@pytest.mark.parametrize("q", ["thanks mate", "Thanks, Josh!", "thank you love", "cheers mate", "hey Josh", "hiya",
+                               "谢谢老公", "多谢小明"])
+def test_thanks_or_a_greeting_and_whom_it_addresses_is_casual(policy, q):
+    """"thanks mate" thanks someone: "mate" is whom it addresses (a memory of "my mate Josh" is not its topic)."""
+    assert plan(policy, q).skip_reason == "skip_only", (q, plan(policy, q).terms)
+
+
+@pytest.mark.parametrize("q, term", [("thanks for the book", "book"), ("thanks mate, how is Josh doing?", "josh"),
+                                     ("hiking trip", "hiking"), ("morning run", "run"), ("night shift", "shift"),
+                                     ("back pain", "pain"), ("hey, what is my dog called?", "dog"),
+                                     ("谢谢你帮我订的票", "票")])
+def test_more_than_an_address_keeps_its_topic(policy, q, term):
+    """One word after thanks or a greeting is an address; more is a topic, and "morning" or "back" make compounds."""
+    p = plan(policy, q)
+    assert p.skip_reason is None and term in p.terms, (q, p.terms)
+
+
+def test_the_address_cues_come_from_config():
+    """The address cues are policy: a persona designer may take one out, and then the message is planned as before."""
+    cfg = load_config({"cues": {"address_after": ["thanks"]}})
+    p = RecallPolicy(cfg)
+    assert p.plan_query("thanks mate").skip_reason == "skip_only"
+    assert p.plan_query("hey Josh").skip_reason is None
+
+
 @pytest.mark.parametrize("q, term", [("why do you always say 'hugs' at the end?", "hugs"),
                                      ("你以后别叫我“宝贝”了", "宝贝")])
 def test_a_quoted_cue_word_is_what_the_message_is_about(policy, q, term):

@@ -13,7 +13,7 @@ TONE_AND_FILLER = [
     "想你了，抱抱", "抱抱", "亲亲", "贴贴", "爱你", "哈哈哈哈哈", "呜呜呜", "嘿嘿", "想你", "么么哒", "好想你呀",
     "嗯嗯", "嗯", "哦", "好的", "好", "ok", "okay", "fine", "ping", "test", "hi", "hello", "在吗", "早", "早安",
     "晚安", "晚上好", "goodnight", "good morning", "miss you", "hugs", "love you", "lol", "haha", "hahaha",
-    "love you lol", "miss you!!", "Hello?", "OK.", "谢谢", "收到", "好吧",
+    "love you lol", "miss you!!", "Hello?", "OK.", "谢谢", "收到", "好吧", "thanks mate", "hey Josh", "谢谢老公",
 ]
 
 
@@ -33,6 +33,8 @@ def lived_in(tmp_path_factory):
         ("哈哈大笑", "那天看喜剧电影，小雨哈哈大笑，笑到肚子疼。", ["电影"]),
         ("test day", "Xiaoyu had a driving test today and passed on the first try.", ["test"]),
         ("Hello Kitty", "Xiaoyu collects Hello Kitty keychains; she has twelve of them.", ["hello kitty"]),
+        ("Josh and the bike", "Xiaoyu's mate Josh fixed her bike; she just calls him mate.", ["mate", "Josh"]),
+        ("老公的红烧肉", "小雨说老公做的红烧肉最好吃。", ["老公"]),
     ]
     for title, body, tags in rows:
         b.write(space=SPACE, title=title, body=body, tags=tags, created="2026-11-20T20:00:00+08:00")
