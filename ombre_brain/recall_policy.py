@@ -2,8 +2,8 @@
 
 ``RecallPolicy.plan_query`` turns a chat line into a frozen :class:`QueryPlan`. Every cue word
 comes from ``config.cues`` (Chinese and English), so a persona designer changes behaviour in
-YAML, not here. The runtime gates that read the plan live in :mod:`ombre_brain.gates` and are
-re-exported from this module.
+YAML, not here. Steps 1 and 2 (normalising, cue matching) live in :mod:`ombre_brain.cues`. The runtime gates
+that read the plan live in :mod:`ombre_brain.turn.gates` and are re-exported from this module.
 
 How a query is read:
 
@@ -37,18 +37,18 @@ How a query is read:
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 from .config import Config, Cues
+from .cues import CueSet, collapse_sets, cue_regex, fold, normalize
 from .recall_types import QueryPlan
-from .text import CJK, fold_elongations, has_cjk
 from .text import fold as text_fold
+from .text import has_cjk
 from .turn.conversation import with_context
 from .turn.gates import (
     REASONS,
@@ -69,15 +69,9 @@ Tokenizer = Callable[[str, frozenset[str]], list[str]]
 
 MAX_QUERY_CHARS = 2000   # a pasted essay is planned on its first 2,000 characters
 PLAN_CACHE_SIZE = 512
-
-_CJK_RUN_RE = re.compile(f"([{CJK}])\\1+")
-_CJK_UNIT_RE = re.compile(f"([{CJK}])([{CJK}])(?:\\1\\2)+")
-_LATIN_RUN3_RE = re.compile(r"([a-z])\1{2,}")
-_LATIN_UNIT3_RE = re.compile(r"([a-z]{2})\1{2,}")
-_WS_RE = re.compile(r"\s+")
-_L, _R = r"(?<![a-z0-9])", r"(?![a-z0-9])"
-_WILD_GAP = r"([^。！？!?.\n]*?)"
 _SENTENCE_END = ".!?。！？\n"
+_is_cjk = has_cjk
+_base = text_fold  # NFKC, lower case, straight apostrophes, single spaces
 
 # Affect cues for the query's own temperature (used by dream resonance). Each row: cue words,
 # valence (painful 0 .. sweet 1), arousal (cold 0 .. burning 1). Matches right after a negation
@@ -92,7 +86,6 @@ AFFECT_CUES: tuple[tuple[tuple[str, ...], float, float], ...] = (
     (("平静", "安心", "放松", "舒服", "温暖", "calm", "relaxed", "peaceful", "cozy"), 0.7, 0.2),
     (("想你", "爱你", "抱抱", "喜欢你", "miss you", "love you", "hug"), 0.8, 0.45),
 )
-_NEGATION = r"(?<![不没别])(?<!not )(?<!n't )(?<!never )(?<!no )"
 
 # Cue lists whose words are about *how* the user asks, never *what* about: dropped from terms.
 _TERM_FILTER_LISTS = ("memory_lookup", "explicit_recent", "just_now", "explicit_old", "detail_request",
@@ -104,115 +97,9 @@ _PLAN_CUES = ("memory_lookup", "explicit_recent", "just_now", "explicit_old", "d
 _REMOVABLE = ("tone_only", "skip_only", "check_in")
 
 
-# ---------------------------------------------------------------- normalising
-
-
-_is_cjk = has_cjk
-_base = text_fold  # NFKC, lower case, straight apostrophes, single spaces
-
-
-def _all_cues(cues: Cues) -> Iterable[str]:
-    for f in dataclasses.fields(cues):
-        yield from getattr(cues, f.name)
-
-
-@lru_cache(maxsize=16)
-def _collapse_sets(cues: Cues) -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
-    """Characters kept doubled, characters cut to one, and the particles (longest first)."""
-    words = [_base(c) for c in _all_cues(cues)]
-    doubled = frozenset(w[i] for w in words for i in range(len(w) - 1) if w[i] == w[i + 1] and _is_cjk(w[i]))
-    particles = tuple(sorted({_base(p) for p in cues.trailing_particles if _base(p)}, key=len, reverse=True))
-    singles = frozenset(w for w in words if len(w) == 1 and _is_cjk(w)) | frozenset(p for p in particles
-                                                                                     if len(p) == 1)
-    return doubled, singles, particles
-
-
-def _collapse(text: str, doubled: frozenset[str], singles: frozenset[str]) -> str:
-    def cjk_run(m: re.Match) -> str:
-        c, run = m.group(1), m.group(0)
-        if c in doubled:
-            return c * 2
-        if c in singles:
-            return c
-        return c * 2 if len(run) >= 3 else run
-
-    text = _CJK_RUN_RE.sub(cjk_run, text)
-    text = _CJK_UNIT_RE.sub(lambda m: m.group(0) if m.group(1) == m.group(2) else m.group(1) + m.group(2), text)
-    text = _LATIN_RUN3_RE.sub(r"\1", text)
-    return _LATIN_UNIT3_RE.sub(r"\1\1", text)
-
-
-def _strip_tail(text: str, particles: tuple[str, ...]) -> str:
-    while True:
-        before = text
-        text = text.rstrip()
-        while text and not text[-1].isalnum():
-            text = text[:-1].rstrip()
-        for p in particles:
-            rest = text[: -len(p)]
-            latin_ok = _is_cjk(p) or not rest or not rest[-1].isalnum()
-            if text.endswith(p) and latin_ok and any(ch.isalnum() for ch in rest):
-                text = rest
-                break
-        if text == before:
-            return text
-
-
-def normalize(text: str, cues: Cues) -> str:
-    """The query as cues are matched against it: collapsed repeats, no trailing particles or punctuation."""
-    doubled, singles, particles = _collapse_sets(cues)
-    return _strip_tail(_collapse(_base(text), doubled, singles), particles)
-
-
-fold = fold_elongations  # cue matching is elongation-proof: goooood night matches "good night"
-
-
-# ---------------------------------------------------------------- cue matching
-
-
-def _cue_regex(cue: str, negation: bool = False) -> re.Pattern | None:
-    """A pattern for one (already normalised) cue; wildcard gaps are capture groups."""
-    parts = []
-    for part in cue.split("*"):
-        part = part.strip()
-        if not part:
-            continue
-        if _is_cjk(part):
-            parts.append(re.escape(part))
-        else:
-            parts.append(_L + r"\s+".join(re.escape(w) for w in part.split()) + _R)
-    if not parts:
-        return None
-    prefix = _NEGATION if negation else ""
-    return re.compile(prefix + _WILD_GAP.join(parts))
-
-
-class _CueSet:
-    """One cue list, compiled: patterns on the folded text, one-character CJK cues as whole tokens."""
-
-    def __init__(self, words: Iterable[str], cues: Cues, negation: bool = False) -> None:
-        self.patterns: list[tuple[str, re.Pattern]] = []
-        chars = set()
-        for raw in words:
-            w = fold(normalize(raw, cues)) if "*" not in raw else fold(_base(raw))
-            if not w:
-                continue
-            if len(w) == 1 and _is_cjk(w):
-                chars.add(w)
-                continue
-            pattern = _cue_regex(w, negation)
-            if pattern is not None:
-                self.patterns.append((w, pattern))
-        self.patterns.sort(key=lambda p: len(p[0]), reverse=True)
-        self.chars = frozenset(chars)
-
-    def matches(self, folded: str, tokens: frozenset[str]) -> bool:
-        return bool(self.chars & tokens) or any(p.search(folded) for _, p in self.patterns)
-
-
 @lru_cache(maxsize=1)
-def _affect_sets() -> tuple[tuple[_CueSet, float, float], ...]:
-    return tuple((_CueSet(words, Cues(), negation=True), v, a) for words, v, a in AFFECT_CUES)
+def _affect_sets() -> tuple[tuple[CueSet, float, float], ...]:
+    return tuple((CueSet(words, Cues(), negation=True), v, a) for words, v, a in AFFECT_CUES)
 
 
 # ---------------------------------------------------------------- the policy
@@ -262,16 +149,16 @@ class RecallPolicy:
     def _prepare(self) -> None:
         """Compile cue lists once; needs the tokenizer to see which cues it splits."""
         cues = self.config.cues
-        self._sets = {name: _CueSet(getattr(cues, name), cues) for name in _FLAG_LISTS}
+        self._sets = {name: CueSet(getattr(cues, name), cues) for name in _FLAG_LISTS}
         removable = []
         self._removable_chars: dict[str, str] = {}
         for kind in _REMOVABLE:
-            cue_set = _CueSet(getattr(cues, kind), cues)
+            cue_set = CueSet(getattr(cues, kind), cues)
             removable += [(w, p, kind) for w, p in cue_set.patterns]
             for ch in cue_set.chars:
                 self._removable_chars.setdefault(ch, kind)
         self._removable = sorted(removable, key=lambda r: len(r[0]), reverse=True)
-        _, _, particles = _collapse_sets(cues)
+        _, _, particles = collapse_sets(cues)
         ident = self.config.identity
         self._ignorable = (self._stop | frozenset(particles)
                            | {fold(_base(ident.ai_name)), fold(_base(ident.user_name)),
@@ -287,7 +174,7 @@ class RecallPolicy:
                 if not w:
                     continue
                 if "*" in w or (not _is_cjk(w) and " " in w) or (_is_cjk(w) and len(self._tokens(w)) > 1):
-                    pattern = _cue_regex(w)
+                    pattern = cue_regex(w)
                     if pattern is not None:
                         masks.append(pattern)
                 drop.update({w, fold(w)} if "*" not in w else {p.strip() for p in w.split("*") if p.strip()})
