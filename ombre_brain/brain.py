@@ -26,7 +26,6 @@ from .facts import FactsStore
 from .forget.keys import ensure_local_key, require_shared_keys
 from .forget.purge import Forgetter
 from .gateway.core import Gateway
-from .mcp.breath import breath_parts
 from .recall_policy import RecallPolicy
 from .recall_types import Edge
 from .retrieval.candidates import Retriever
@@ -36,8 +35,10 @@ from .retrieval.lexical import init_jieba, tokenize
 from .retrieval.second_opinion import get_second_opinion
 from .store.bucket_store import BucketStore
 from .timeutil import now_utc, parse_time
+from .turn.breath import breath_parts
+from .turn.context import TurnParts
 from .turn.conversation import normalize_context
-from .turn.pipeline import TurnParts, run_turn
+from .turn.pipeline import run_turn
 from .turn.sections import Turn
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -19,6 +19,7 @@ from typing import Literal
 
 from .config_yaml import _build, _Invalid, _origin_of, _read_yaml, deep_merge
 from .errors import ConfigError
+from .retrieval.features import FEATURES
 
 DEFAULT_PATH = Path(str(resources.files(__package__) / "default.yaml"))
 """The whole default policy, shipped inside the package; ``config/default.yaml`` is its documented copy."""
@@ -90,11 +91,6 @@ class FusionConfig:
     second_opinion_share: float = field(default=0.5, metadata=_rng(0, 1))
 
 
-ADMISSION_FEATURES = ("lexical", "cosine", "dense_z", "margin", "gap", "dense_rr", "lexical_rr", "cross_script",
-                      "use_cos", "use_z", "use_margin", "use_gap", "aligned", "aligned_min")
-"""The admission features (retrieval/admission.py defines each); weights are keyed by these names."""
-
-
 @dataclass(frozen=True)
 class AdmissionModel:
     """One embedding model's fitted admission: evidence = sigmoid(weights · features + bias), admitted at ``admit``.
@@ -104,14 +100,24 @@ class AdmissionModel:
     ``admit`` (unset: the same as ``admit``). A Chinese question about a Chinese memory meets
     ``admit_cjk`` (unset: ``admit``): the two languages' near misses differ, and a threshold shared by both
     is held where the stricter one needs it.
+
+    ``features`` names the admission features the model was fitted on (``calibrate`` writes it; unset, the
+    weights' keys): evidence is computed over those alone, so a feature registered later
+    (``retrieval/features.py``) leaves a model fitted before it exactly as it was.
     """
 
     weights: dict[str, float] = field(default_factory=dict)
+    features: tuple[str, ...] = ()
     bias: float = 0.0
     admit: float = field(default=0.5, metadata=_rng(0, 1))
     admit_cross_script: float | None = field(default=None, metadata=_rng(0, 1))
     admit_cjk: float | None = field(default=None, metadata=_rng(0, 1))
     fitted: str = ""  # the command and data that produced these numbers
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        """What the evidence is computed over: the features fitted on (``features``, else the weights' keys)."""
+        return self.features or tuple(self.weights)
 
 
 @dataclass(frozen=True)
@@ -420,10 +426,17 @@ def _validate_semantics(cfg: Config) -> None:
         if mode not in CONTEXT_MODES:
             raise _Invalid(f"gateway.context_mode_lines.{mode}", f"unknown mode (known: {', '.join(CONTEXT_MODES)})")
     for model_id, m in cfg.retrieval.admission.models.items():
-        for name in m.weights:
-            if name not in ADMISSION_FEATURES:
-                raise _Invalid(f"retrieval.admission.models.{model_id}.weights.{name}",
-                               f"unknown feature (known: {', '.join(ADMISSION_FEATURES)})")
+        where = f"retrieval.admission.models.{model_id}"
+        for name in (*m.weights, *m.features):
+            if name not in FEATURES:
+                key = f"{where}.weights.{name}" if name in m.weights else f"{where}.features"
+                raise _Invalid(key, f"unknown feature {name!r} (known: {', '.join(FEATURES.names)})")
+        missing = [n for n in m.features if n not in m.weights]
+        if missing:
+            raise _Invalid(f"{where}.weights", f"the model is fitted on {', '.join(missing)} but has no weight for it")
+        extra = [n for n in m.weights if m.features and n not in m.features]
+        if extra:
+            raise _Invalid(f"{where}.features", f"does not list {', '.join(extra)}, which has a weight")
     url = cfg.store.ledger.url
     if url is not None and not url.startswith(("postgresql://", "postgres://")):
         raise _Invalid("store.ledger.url", "expected a postgresql://… URL, or null for ledger.db in the data directory")

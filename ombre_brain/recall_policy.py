@@ -3,7 +3,7 @@
 ``RecallPolicy.plan_query`` turns a chat line into a frozen :class:`QueryPlan`. Every cue word
 comes from ``config.cues`` (Chinese and English), so a persona designer changes behaviour in
 YAML, not here. Steps 1 and 2 (normalising, cue matching) live in :mod:`ombre_brain.cues`. The runtime gates
-that read the plan live in :mod:`ombre_brain.turn.gates` and are re-exported from this module.
+that read the plan live in :mod:`ombre_brain.turn.gates`, registered in :mod:`ombre_brain.turn.gate_table`.
 
 How a query is read:
 
@@ -48,22 +48,8 @@ from .config import Config, Cues
 from .cues import CueSet, collapse_sets, cue_regex, fold, normalize
 from .recall_types import QueryPlan
 from .text import fold as text_fold
-from .text import has_cjk
+from .text import has_cjk, is_cjk_text
 from .turn.conversation import with_context
-from .turn.gates import (
-    REASONS,
-    build_runtime_gate,
-    cooldown_gate,
-    describe_reason,
-    direct_seed_gate,
-    favorite_gate,
-    recall_context_gate,
-    recent_context_gate,
-    recent_trigger,
-    related_target_gate,
-    topic_evidence_gate,
-    weather_gate,
-)
 
 Tokenizer = Callable[[str, frozenset[str]], list[str]]
 
@@ -250,6 +236,7 @@ class RecallPolicy:
             query_valence=valence,
             query_arousal=arousal,
             anaphoric=flags["anaphora"],
+            cjk=is_cjk_text(query),
         )
 
     def _quoted_words(self, text: str) -> frozenset[str]:
@@ -389,9 +376,4 @@ def plan_query(query: str, config: Config, context: Mapping | None = None,
     return RecallPolicy(config, tokenizer).plan_query(query, context)
 
 
-__all__ = [
-    "AFFECT_CUES", "REASONS", "RecallPolicy", "Tokenizer", "build_runtime_gate", "cooldown_gate",
-    "describe_reason", "direct_seed_gate", "favorite_gate", "fold", "normalize", "plan_query",
-    "recall_context_gate", "recent_context_gate", "recent_trigger", "related_target_gate",
-    "topic_evidence_gate", "weather_gate",
-]
+__all__ = ["AFFECT_CUES", "RecallPolicy", "Tokenizer", "fold", "normalize", "plan_query"]

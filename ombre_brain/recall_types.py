@@ -16,9 +16,7 @@ from typing import Any
 
 from .buckets import Bucket, Moment
 from .config import LayerPolicy
-
-GATE_NAMES = ("direct_seed", "recall_context", "related_target", "recent_context", "weather", "topic_evidence",
-              "cooldown")
+from .text import is_cjk_text
 
 
 @dataclass(frozen=True)
@@ -48,6 +46,13 @@ class QueryPlan:
     topic: tuple[tuple[str, float], ...] = ()          # recent user messages heard with it, (text, weight)
     context_terms: tuple[tuple[str, float], ...] = ()  # their terms, (term, weight), for retrieval and admission
     carried: str | None = None             # a context mode carried over from the conversation (e.g. memory_lookup)
+    cjk: bool | None = None                # the message's script, decided once by plan_query (None: a hand-made plan)
+
+    @property
+    def query_is_cjk(self) -> bool:
+        """Whether the message is written in CJK: fusion's dense weight, the second opinion's lane and admission's
+        script features all read this one decision."""
+        return self.cjk if self.cjk is not None else is_cjk_text(self.query or self.normalized)
 
     def to_dict(self) -> dict:
         """The §11 plan object: exactly these keys."""
@@ -86,9 +91,16 @@ class LayerDecision:
 
 @dataclass(frozen=True)
 class GateResult:
+    """One gate's verdict on one item: allowed (true, false, or None when it does not apply) and why.
+
+    ``weight`` multiplies the item's rank score (the cooldown's multiplier while an item cools); it only
+    reorders, it never blocks, and it is not part of the serialised verdict.
+    """
+
     allowed: bool | None
     reason: str
     detail: dict | None = None  # e.g. the direct seed's admission evidence and features
+    weight: float = field(default=1.0, compare=False)
 
     def to_dict(self) -> dict:
         d = {"allowed": self.allowed, "reason": self.reason}
@@ -102,7 +114,8 @@ NOT_APPLICABLE = GateResult(None, "not_applicable")
 
 @dataclass(frozen=True)
 class RuntimeGate:
-    """Every gate's verdict on one item this turn, plus the final decision (DESIGN §5)."""
+    """Every registered gate's verdict on one item this turn, in precedence order, plus the final decision
+    (DESIGN §5). Built by the gate registry (``turn/gate_table.py``), which puts every gate in ``gates``."""
 
     gates: dict[str, GateResult]
     decision: str = "suppressed"  # injected | suppressed
@@ -110,7 +123,7 @@ class RuntimeGate:
     reason: str = ""
 
     def to_dict(self) -> dict:
-        d: dict[str, Any] = {name: self.gates.get(name, NOT_APPLICABLE).to_dict() for name in GATE_NAMES}
+        d: dict[str, Any] = {name: g.to_dict() for name, g in self.gates.items()}
         d.update(decision=self.decision, section=self.section, reason=self.reason)
         return d
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ombre_brain.buckets import Bucket, build_moments
-from ombre_brain.config import ADMISSION_FEATURES, AdmissionModel, load_config
+from ombre_brain.config import AdmissionModel, load_config
 from ombre_brain.recall_types import MomentHit
 from ombre_brain.retrieval.admission import (
     MIN_BACKGROUND_STD,
@@ -24,12 +24,14 @@ from ombre_brain.retrieval.admission import (
     query_evidence,
 )
 from ombre_brain.retrieval.alignment import Alignment
+from ombre_brain.retrieval.features import FEATURES
 from ombre_brain.retrieval.fusion import group_by_bucket
 from ombre_brain.retrieval.terms import term_weight
 
 from .test_fusion import RAIN, RAIN_MOMENTS  # one hand-made memory for the ranking and admission tests
 
 CFG = load_config()
+ADMISSION_FEATURES = FEATURES.names
 
 
 def high_idf(term: str) -> float:
@@ -196,11 +198,11 @@ def test_evidence_is_the_sigmoid_of_the_weighted_features():
 def test_calibrated_admission_carries_its_evidence_and_features():
     c = cands_of((SEA, 0.90, None), (DOG, 0.81, None))
     q = evidence_for(c, [], query_is_cjk=False)
-    model = AdmissionModel(weights={"dense_z": 1.0}, bias=-3.0, admit=0.5)
+    model = AdmissionModel(weights={"dense_z": 1.0, "cross_script": 0.0}, bias=-3.0, admit=0.5)
     top, other = (admit(x, q, cfg=CFG, model=model) for x in c)
     assert (top.admitted, top.reason) == (True, "evidence_above_threshold")
     assert (other.admitted, other.reason) == (False, "evidence_below_threshold")
-    assert top.evidence > 0.5 > other.evidence and set(top.features) == set(ADMISSION_FEATURES)
+    assert top.evidence > 0.5 > other.evidence and set(top.features) == {"dense_z", "cross_script"}  # the model's
     assert top.summary().startswith("evidence 0.") and "cross-script" in top.summary()
     assert top.to_dict()["evidence"] == top.evidence
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from ombre_brain.config import ADMISSION_FEATURES
-from ombre_brain.recall_types import GATE_NAMES
+from ombre_brain.retrieval.features import FEATURES
+from ombre_brain.turn.gate_table import GATES
 
 from .conftest import LiveServer
+
+GATE_NAMES = GATES.names
 
 SPACE = "haven:xiaoyu"
 QUERY = "外婆住院的时候"
@@ -52,7 +54,7 @@ def assert_explained(item: dict, where: str) -> None:
         assert {"allowed", "reason"} <= set(g) <= {"allowed", "reason"} | extra, (where, name, g)
         assert g["allowed"] in (True, False, None) and g["reason"], (where, name, g)
         if "evidence" in g:
-            assert 0 <= g["evidence"] <= 1 and set(g["features"]) == set(ADMISSION_FEATURES), (where, g)
+            assert 0 <= g["evidence"] <= 1 and set(g["features"]) == set(FEATURES.names), (where, g)
     assert rg["decision"] in ("injected", "suppressed") and rg["reason"], (where, rg)
 
 

@@ -16,7 +16,7 @@ from ombre_brain.buckets import bucket_from_dict
 from ombre_brain.errors import ProvenanceError, ValidationError
 from ombre_brain.tools.portability import export_space, import_jsonl
 from ombre_brain.turn import gates as G
-from ombre_brain.turn.reasons import REASONS
+from ombre_brain.turn.gate_table import REASONS
 
 SPACE = "haven:xiaoyu"
 NOW = "2026-11-30T20:00:00+08:00"

@@ -14,7 +14,7 @@ from ombre_brain import Brain
 from ombre_brain.buckets import Bucket
 from ombre_brain.dream import compose as C
 from ombre_brain.turn.budget import estimate_tokens
-from ombre_brain.turn.reasons import REASONS as DREAM_REASONS
+from ombre_brain.turn.gate_table import REASONS as DREAM_REASONS
 
 TZ = timezone(timedelta(hours=8))
 T = datetime(2026, 11, 30, 20, 0, tzinfo=TZ)

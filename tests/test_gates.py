@@ -10,7 +10,6 @@ from ombre_brain.buckets import Bucket, Moment
 from ombre_brain.config import load_config
 from ombre_brain.memory_layers import infer_layer
 from ombre_brain.recall_types import (
-    GATE_NAMES,
     NOT_APPLICABLE,
     Admission,
     Candidate,
@@ -21,6 +20,10 @@ from ombre_brain.recall_types import (
     SessionState,
 )
 from ombre_brain.turn import gates as G
+from ombre_brain.turn.gate_registry import GateInput
+from ombre_brain.turn.gate_table import GATES, REASONS, build_runtime_gate, describe
+
+GATE_NAMES = GATES.names
 
 TZ = timezone(timedelta(hours=8))
 NOW = datetime(2026, 11, 30, 20, 0, tzinfo=TZ)
@@ -357,7 +360,8 @@ def test_weather_not_applicable_to_other_layers(cfg):
 
 def cooldown(bucket_fields, st, cfg, bid="b1"):
     b = mk(**bucket_fields)
-    return G.cooldown_gate(PLAN, bid, infer_layer(b, cfg), st, cfg)
+    res = G.cooldown_gate(PLAN, bid, infer_layer(b, cfg), st, cfg)
+    return res, res.weight
 
 
 def test_cooldown_fresh(cfg):
@@ -428,7 +432,7 @@ def test_favorite_gate(cfg):
 
 def test_build_runtime_gate_fills_not_applicable():
     ds = GateResult(True, "admitted_term_in_title")
-    rg = G.build_runtime_gate(direct_seed=ds, cooldown=None, decision="injected", section="recalled_memory",
+    rg = build_runtime_gate(direct_seed=ds, cooldown=None, decision="injected", section="recalled_memory",
                               reason="admitted_term_in_title")
     assert isinstance(rg, RuntimeGate)
     d = rg.to_dict()
@@ -442,9 +446,9 @@ def test_build_runtime_gate_fills_not_applicable():
 
 def test_build_runtime_gate_rejects_unknown_names_and_types():
     with pytest.raises(ValueError, match="unknown gate"):
-        G.build_runtime_gate(favorite=GateResult(True, "favorite_request"))
+        build_runtime_gate(favorite=GateResult(True, "favorite_request"))
     with pytest.raises(TypeError):
-        G.build_runtime_gate(cooldown=(GateResult(True, "fresh"), 1.0))  # type: ignore[arg-type]
+        build_runtime_gate(cooldown=(GateResult(True, "fresh"), 1.0))  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- every reason code
@@ -492,7 +496,9 @@ def _all_reasons(cfg) -> set[str]:
                     for ev in (True, False):
                         seen.add(G.recent_context_gate(p, b, d, st, c, has_topic_evidence=ev).reason)
                     seen.add(G.weather_gate(p, b, d, st, c).reason)
-                    seen.add(G.cooldown_gate(p, b.id, d, st, c)[0].reason)
+                    seen.add(G.cooldown_gate(p, b.id, d, st, c).reason)
+                    for stage in ("direct", "related", "recent", "favorite", "dream"):  # the registered entry's
+                        seen.add(GATES["cooldown"].fn(GateInput(stage, p, st, c, b, d)).reason)
                     seen.add(G.favorite_gate(p, st, c).reason)
     return seen
 
@@ -502,10 +508,10 @@ def test_every_reason_code_is_reachable_and_documented(cfg):
     gate_codes = {r for r in seen if not r.startswith("admitted_")}
     admission_codes = {"term_in_title", "term_in_tags", "no_topic_evidence", "context_only_match",
                        "evidence_below_threshold"}
-    undocumented = gate_codes - set(G.REASONS) - admission_codes
+    undocumented = gate_codes - set(REASONS) - admission_codes
     assert not undocumented
     # codes of the other stages (caps, dreams, budget, debug views, admission) are checked in test_reasons.py
-    per_item = {c for c in G.REASONS
+    per_item = {c for c in REASONS
                 if not c.startswith(("dream_", "budget_", "below_", "admitted_", "term_in_", "evidence_"))
                 and c not in ("not_a_candidate", "no_query", "selected", "not_selected", "not_evaluated")}
     assert per_item <= seen, per_item - seen
@@ -515,16 +521,8 @@ def test_every_reason_code_is_reachable_and_documented(cfg):
 def test_reason_codes_are_snake_case_and_described():
     import re
 
-    for code, meaning in G.REASONS.items():
+    for code, meaning in REASONS.items():
         assert re.fullmatch(r"[a-z_<>]+", code), code
         assert meaning and "\n" not in meaning
-    assert G.describe_reason("admitted_term_in_title").startswith("a direct hit")
-    assert G.describe_reason("fresh") == G.REASONS["fresh"]
-
-
-def test_gates_are_reexported_from_recall_policy():
-    from ombre_brain import recall_policy
-
-    for name in recall_policy.__all__:
-        if hasattr(G, name):
-            assert getattr(recall_policy, name) is getattr(G, name)
+    assert describe("admitted_term_in_title").startswith("a direct hit")
+    assert describe("fresh") == REASONS["fresh"]

@@ -50,11 +50,12 @@ def _resolve(module: str, is_pkg: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def imports_of(module: str) -> set[str]:
-    """Package modules this module imports, at module level or inside functions."""
+def imports_of(module: str, *, type_checking: bool = False) -> set[str]:
+    """Package modules this module imports, at module level or inside functions (and, with ``type_checking``,
+    under ``if TYPE_CHECKING:`` too)."""
     path = MODULES[module]
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _type_checking_lines(tree)
+    skip = set() if type_checking else _type_checking_lines(tree)
     found: set[str] = set()
     for node in ast.walk(tree):
         if getattr(node, "lineno", None) in skip:
@@ -69,6 +70,80 @@ def imports_of(module: str) -> set[str]:
                 sub = f"{target}.{a.name}"
                 found.add(sub if sub in MODULES else target)
     return {m for m in found if m in MODULES and m != module}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                return stack[stack.index(n):] + [n]
+            if n not in state:
+                found = visit(n)
+                if found:
+                    return found
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state:
+            found = visit(m)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_cycles_even_through_type_checking_imports():
+    """A circle that only type checkers follow still ties the modules together for a reader: none at all."""
+    cycle = _cycle({m: imports_of(m, type_checking=True) for m in MODULES})
+    assert cycle is None, "import cycle (type-checking imports included): " + " -> ".join(cycle or [])
+
+
+TRANSPORTS = ("ombre_brain.server", "ombre_brain.mcp", "ombre_brain.cli", "ombre_brain.debug_ui")
+OUTER = ("ombre_brain.cli", "ombre_brain.tools")  # the command line and the tools it runs: they may use anything
+ASSEMBLY = {"ombre_brain.server.app": ("ombre_brain.debug_ui", "ombre_brain.mcp")}  # the app mounts their routes
+
+
+def _wing(module: str, wings: tuple[str, ...]) -> str | None:
+    return next((w for w in wings if module == w or module.startswith(w + ".")), None)
+
+
+def test_the_core_imports_no_transport():
+    """brain, turn, store, retrieval, dream (and every other module that is not a transport or a tool) never import
+    server, mcp, cli or debug_ui, even for type checking: the arrows point from the transports to the core."""
+    bad = []
+    for m in MODULES:
+        if _wing(m, TRANSPORTS) or _wing(m, OUTER):
+            continue
+        bad += [f"{m} -> {n}" for n in sorted(imports_of(m, type_checking=True)) if _wing(n, TRANSPORTS)]
+    assert not bad, "core modules importing a transport: " + "; ".join(bad)
+
+
+def test_transports_import_each_other_only_through_neutral_modules():
+    """server, mcp and debug_ui share their request and token helpers through neutral modules, never each other's;
+    only the app (which mounts the others' routes) and the command line reach across."""
+    bad = []
+    for m in MODULES:
+        own = _wing(m, TRANSPORTS)
+        if own is None or own == "ombre_brain.cli":
+            continue
+        for n in sorted(imports_of(m, type_checking=True)):
+            other = _wing(n, TRANSPORTS)
+            if other is None or other == own or other in ASSEMBLY.get(m, ()):
+                continue
+            bad.append(f"{m} -> {n}")
+    assert not bad, "transports importing each other: " + "; ".join(bad)
+
+
+def test_nothing_but_the_command_line_imports_it():
+    bad = [f"{m} -> {n}" for m in MODULES if not m.startswith("ombre_brain.cli")
+           for n in imports_of(m, type_checking=True) if n.startswith("ombre_brain.cli")]
+    assert not bad, bad
 
 
 def test_no_import_cycles():

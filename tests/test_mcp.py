@@ -30,11 +30,11 @@ from ombre_brain.cli import main as cli_main
 from ombre_brain.config import load_config
 from ombre_brain.errors import AuthError
 from ombre_brain.mcp.access import Access, stdio_access
-from ombre_brain.mcp.breath import breath_config
 from ombre_brain.mcp.server import build_server
 from ombre_brain.mcp.split import derive_title, split_by_rules
 from ombre_brain.retrieval.lexical import tokenize
 from ombre_brain.timeutil import now_utc
+from ombre_brain.turn.breath import breath_config
 
 from .conftest import free_port
 

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from datetime import datetime, timezone
-from pathlib import Path
 
 from ..brain import Brain
 from ..config import load_config
 from ..config_yaml import load_yaml_text
 from ..errors import ConfigError
 from ..server.app import create_app
-from ..tools.replay import seed_scenario
+from ..tools.demo import DEMO_PERSONA, seed_persona
 from .common import open_brain
-
-DEMO_PERSONA = Path(__file__).resolve().parent.parent / "demo" / "persona.yaml"
 
 
 def _check_bind(host: str, brain: Brain) -> None:
@@ -50,15 +46,6 @@ def serve(brain: Brain, host: str, port: int, threads: int = 8) -> None:
 def cmd_serve(args) -> int:
     serve(open_brain(args), args.host, args.port, args.threads)
     return 0
-
-
-def seed_persona(brain: Brain, path: Path = DEMO_PERSONA) -> tuple[str, int]:
-    """Write the demo persona (idempotent: only an empty space is seeded)."""
-    data = load_yaml_text(path.read_text(encoding="utf-8"))
-    space = data.get("space", "haven:xiaoyu")
-    if brain.store.count(space) == 0:
-        seed_scenario(brain, data, datetime.now(timezone.utc), space, path)
-    return space, brain.store.count(space)
 
 
 def cmd_demo(args) -> int:

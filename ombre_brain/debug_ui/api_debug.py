@@ -11,8 +11,8 @@ from __future__ import annotations
 from flask import Blueprint, jsonify, request
 
 from ..errors import NotFoundError
-from ..server.common import authorize_space, current_scope, get_brain, int_arg, str_arg
 from ..turn.conversation import context_messages
+from ..web import authorize_space, current_scope, get_brain, int_arg, str_arg
 from . import debug_views as V
 
 bp = Blueprint("debug_api", __name__)

@@ -16,9 +16,9 @@ from typing import Any
 from ..buckets import Bucket, Moment
 from ..config import LAYER_NAMES, Config
 from ..memory_layers import infer_layer
-from ..recall_types import GATE_NAMES, Edge
-from ..turn.gates import build_runtime_gate
-from ..turn.reasons import describe as describe_reason
+from ..recall_types import Edge
+from ..turn.gate_table import GATES, build_runtime_gate
+from ..turn.gate_table import describe as describe_reason
 from ..turn.sections import Turn
 
 describe = describe_reason  # one line for a reason code: the debug pages show it instead of the code
@@ -66,9 +66,9 @@ def _decision_fields(ex: dict) -> dict:
 
 
 def gate_badges(runtime_gate: Mapping | None) -> list[dict]:
-    """The seven gates in §5 order, each with a state for colouring: allowed, refused or na."""
+    """Every registered gate in precedence order, each with a state for colouring: allowed, refused or na."""
     out = []
-    for name in GATE_NAMES:
+    for name in GATES.names:
         g = (runtime_gate or {}).get(name) or {"allowed": None, "reason": "not_applicable"}
         state = "na" if g.get("allowed") is None else ("allowed" if g["allowed"] else "refused")
         out.append({"name": name, "allowed": g.get("allowed"), "reason": g.get("reason"), "state": state,

@@ -13,8 +13,8 @@ from typing import Any
 from flask import Blueprint, render_template, request, url_for
 
 from ..errors import AuthError, NotFoundError, OmbreError
-from ..server.common import authorize_space, current_scope, get_brain, int_arg, str_arg
 from ..turn.sections import DYNAMIC_ORDER, STABLE_ORDER
+from ..web import authorize_space, current_scope, get_brain, int_arg, str_arg
 from . import debug_views as V
 from .api_debug import breath_data, diffusion_data, injections_data, moments_data, recall_debug_data
 

@@ -1,7 +1,7 @@
 """Who may use which space through MCP, with the HTTP API's own token rules (DESIGN §8, §15).
 
 Over HTTP, ``/mcp`` checks the bearer token exactly as every ``/v1`` route does
-(:func:`ombre_brain.server.common.current_scope`) before the MCP app sees the request, and hands
+(:func:`ombre_brain.web.current_scope`) before the MCP app sees the request, and hands
 the token's scope down with the request. Over stdio there are no headers; as the MCP spec asks of
 stdio servers, the credential comes from the environment: ``OMBRE_MCP_TOKEN`` is checked against
 the same rules (``server.tokens`` and ``OMBRE_TOKEN``). With no token configured, every space is
@@ -20,7 +20,7 @@ from typing import Any
 
 from ..config import Config
 from ..errors import AuthError
-from ..server.common import scope_of_token, space_in_scope, token_rules
+from ..tokens import scope_of_token, space_in_scope, token_rules
 
 __all__ = ["NO_ACCESS", "STDIO_TOKEN_ENV", "Access", "Call", "default_space", "session_id", "stdio_access"]
 

@@ -18,7 +18,7 @@ from ..buckets import Bucket
 from ..config import Config
 from ..memory_layers import infer_layer
 from ..recall_types import SectionOut
-from ..turn.reasons import describe
+from ..turn.gate_table import describe
 from ..turn.render import render_markdown
 from ..turn.sections import Turn
 

@@ -27,7 +27,7 @@ from typing import Any
 from flask import Blueprint, Flask, Response, current_app, jsonify, request
 
 from ..errors import OmbreError
-from ..server.common import current_scope
+from ..web import current_scope
 from .access import Access, session_id
 from .server import ACCESS_KEY, OmbreMCP
 

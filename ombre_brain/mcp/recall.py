@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from ..errors import ValidationError
 from ..memory_layers import infer_layer
 from ..turn.conversation import context_messages
 from .access import Call
 from .format import Reply, bucket_brief, quote, turn_view
+from .registry import Space, tool
 
 __all__ = ["breath", "breath_search"]
 
@@ -48,6 +51,10 @@ def _arg(call: Call, name: str, kind: type | tuple[type, ...], default: Any) -> 
     return value
 
 
+@tool("""What to hold in mind now: core memory (pinned), recent memories, relationship weather and a dream.
+      Takes no parameters; read-only. Call it at the start of a conversation.""", read_only=True,
+      hidden=("space", "query", "max_tokens", "domain", "valence", "arousal", "max_results", "importance_min", "tags",
+              "catalog", "date_from", "date_to"))
 def breath(call: Call) -> Reply:
     """What to hold in mind now: core memory, recent context, weather and a surfacing dream."""
     space = call.space(call.raw.get("space"))
@@ -68,8 +75,20 @@ def breath(call: Call) -> Reply:
     return Reply(f"{head}\n\n{text}", {"tool": "breath", **data})
 
 
-def breath_search(call: Call, query: str, max_results: int = 0, domain: str = "", date_from: str = "",
-                  date_to: str = "", space: str | None = None, context: list | None = None) -> Reply:
+@tool("""Search memory explicitly (cooldowns do not hide anything; read-only). Returns the memories as they
+      would be injected, each with its bucket id, layer and the reason it surfaced or was kept out.""",
+      read_only=True, hidden=SEARCH_UNUSED)
+def breath_search(
+    call: Call,
+    query: Annotated[str, Field(description="what to remember: words, a question, or a bucket id")],
+    max_results: Annotated[int, Field(description="0 = default; at most 50")] = 0,
+    domain: Annotated[str, Field(description="comma-separated domains to keep")] = "",
+    date_from: Annotated[str, Field(description="YYYY-MM-DD, inclusive")] = "",
+    date_to: Annotated[str, Field(description="YYYY-MM-DD, inclusive")] = "",
+    space: Space = None,
+    context: Annotated[list | None, Field(description="the conversation before the query, oldest first: "
+                                                      "{role, content} messages or 'user: …' lines")] = None,
+) -> Reply:
     """An explicit search: a dry-run turn on the MCP session, listing each memory's id, layer and reason."""
     space = call.space(space)
     if not isinstance(query, str) or not query.strip():

@@ -12,6 +12,7 @@ from collections import Counter
 from ..memory_layers import infer_layer
 from .access import Call
 from .format import Reply, bucket_brief, quote
+from .registry import Space, tool
 
 __all__ = ["dream", "pulse"]
 
@@ -22,7 +23,9 @@ PULSE_UNUSED = {"include_archive": "archived memories are always counted, as the
 MAX_JOBS_SCAN = 10000
 
 
-def dream(call: Call, space: str | None = None) -> Reply:
+@tool("Dream: weave recent memories (and one older echo) into a dream that may surface later.",
+      hidden=DREAM_UNUSED)
+def dream(call: Call, space: Space = None) -> Reply:
     """Run the dream engine once (``ombre-brain dream run``); a dreamless run says why and is not an error."""
     space = call.space(space)
     call.unused(DREAM_UNUSED)
@@ -39,7 +42,9 @@ def dream(call: Call, space: str | None = None) -> Reply:
     return Reply(text, data)
 
 
-def pulse(call: Call, space: str | None = None) -> Reply:
+@tool("The state of memory: counts by layer, the newest memories, pending jobs, the embedder, the last dream.",
+      read_only=True, hidden=PULSE_UNUSED)
+def pulse(call: Call, space: Space = None) -> Reply:
     """How the space is doing: counts by layer, the newest memories, pending jobs, the embedder, the last dream."""
     space = call.space(space)
     call.unused(PULSE_UNUSED)

@@ -13,7 +13,9 @@ anything is written, so a bad argument never leaves half an edit behind.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from ..errors import NotFoundError, ValidationError
 from ..forget.purge import answer
@@ -22,6 +24,7 @@ from ..store.edges import RELATIONS
 from ..timeutil import now_utc
 from .access import Call
 from .format import Reply, quote
+from .registry import Flag, Space, Tags, tool
 from .write import tag_list
 
 __all__ = ["trace"]
@@ -52,13 +55,37 @@ def _flag(name: str, value: Any) -> bool | None:
     raise ValidationError(f"expected -1 (no change), 0 or 1, got {value!r}", field=name)
 
 
-def trace(call: Call, bucket_id: str, name: str = "", title: str = "", content: str = "", old_str: str = "",
-          new_str: str | None = None, tags: str | list[str] = "", domain: str | list[str] = "",
-          importance: int = -1, valence: float = -1, arousal: float = -1, pinned: int = -1, protected: int = -1,
-          anchor: int = -1, resolved: int = -1, digested: int = -1, dont_surface: int = -1, delete: bool = False,
-          restore: bool = False, hard_delete: bool = False, delete_reason: str = "", reinforce: bool = False,
-          link_to: str = "", relation: str = "relates_to", why_remembered: str = "", meaning_append: str = "",
-          event_time: str = "", space: str | None = None) -> Reply:
+@tool("""Change one memory: edit it, pin it, archive it (delete=True, recoverable), restore it, reinforce it,
+      link it, or purge it for good (hard_delete=True, with a signed receipt). The reply says which happened.""",
+      destructive=True, hidden=TRACE_UNUSED)
+def trace(
+    call: Call,
+    bucket_id: str,
+    name: Annotated[str, Field(description="new title")] = "",
+    title: Annotated[str, Field(description="new title")] = "",
+    content: Annotated[str, Field(description="new body")] = "",
+    old_str: Annotated[str, Field(description="replace this exact text in the body…")] = "",
+    new_str: Annotated[str | None, Field(description="…with this")] = None,
+    tags: Tags = "",
+    domain: Tags = "",
+    importance: Annotated[int, Field(description="1-10; -1 no change")] = -1,
+    valence: Annotated[float, Field(description="0-1; -1 no change")] = -1,
+    arousal: Annotated[float, Field(description="0-1; -1 no change")] = -1,
+    pinned: Flag = -1, protected: Flag = -1, anchor: Flag = -1, resolved: Flag = -1, digested: Flag = -1,
+    dont_surface: Annotated[int, Field(description="1: archive it quietly; 0: let it surface again")] = -1,
+    delete: Annotated[bool, Field(description="archive it (recoverable with restore=True)")] = False,
+    restore: Annotated[bool, Field(description="bring an archived memory back")] = False,
+    hard_delete: Annotated[bool, Field(description="forget it for good; returns a signed receipt")] = False,
+    delete_reason: str = "",
+    reinforce: Annotated[bool, Field(description="it came up again: count one more activation")] = False,
+    link_to: Annotated[str, Field(description="a bucket id to link this memory to")] = "",
+    relation: Annotated[str, Field(description="same_event, context_of, evidenced_by, relates_to, "
+                                               "old_version, conflict")] = "relates_to",
+    why_remembered: str = "",
+    meaning_append: str = "",
+    event_time: Annotated[str, Field(description="ISO-8601 with offset; \\clear removes it")] = "",
+    space: Space = None,
+) -> Reply:
     space = call.space(space)
     brain = call.brain
     if not isinstance(bucket_id, str) or not bucket_id.strip():

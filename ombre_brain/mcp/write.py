@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from ..errors import NotFoundError, UpstreamError, ValidationError
 from ..memory_layers import infer_layer
 from ..timeutil import iso, now_utc
 from .access import Call
 from .format import Reply, quote
+from .registry import Space, Tags, tool
 from .split import Piece, derive_title, split_by_llm, split_by_rules
 
 __all__ = ["grow", "hold", "memory_fields"]
@@ -91,10 +94,24 @@ def memory_fields(call: Call, *, content: Any, title: Any = "", tags: Any = "", 
     return fields
 
 
-def hold(call: Call, content: str, title: str = "", tags: str | list[str] = "", importance: int = 5,
-         valence: float = -1, arousal: float = -1, pinned: bool = False, feel: bool = False,
-         source_bucket: str = "", domain: str | list[str] = "", why_remembered: str = "", event_time: str = "",
-         space: str | None = None) -> Reply:
+@tool("""Remember one thing. Without a title the first sentence is used; an identical memory is not stored
+      twice.""", hidden=("meaning", "quotes", *HOLD_UNUSED))
+def hold(
+    call: Call,
+    content: Annotated[str, Field(description="the memory, verbatim")],
+    title: str = "",
+    tags: Tags = "",
+    importance: Annotated[int, Field(description="1-10")] = 5,
+    valence: Annotated[float, Field(description="0 painful .. 1 sweet; -1 = from cue words")] = -1,
+    arousal: Annotated[float, Field(description="0 calm .. 1 intense; -1 = from cue words")] = -1,
+    pinned: Annotated[bool, Field(description="core memory: always held in mind")] = False,
+    feel: Annotated[bool, Field(description="a feeling about another memory (source_bucket)")] = False,
+    source_bucket: str = "",
+    domain: Tags = "",
+    why_remembered: str = "",
+    event_time: Annotated[str, Field(description="when it happened, ISO-8601 with offset")] = "",
+    space: Space = None,
+) -> Reply:
     """Store one memory (Ombre-Brain's ``hold``); an identical memory already held is not written twice."""
     space = call.space(space)
     brain = call.brain
@@ -157,8 +174,15 @@ def _item(call: Call, i: int, item: Any) -> dict:
                          quotes=item.get("quotes"), event_time=item.get("event_time"), field=f"items[{i}].content")
 
 
-def grow(call: Call, content: str = "", items: list[str | dict[str, Any]] | None = None,
-         space: str | None = None) -> Reply:
+@tool("""File a longer text as 2-6 memories, cut at paragraph and topic boundaries (by the upstream LLM when one
+      is configured). All are validated before any is stored.""", hidden=GROW_UNUSED)
+def grow(
+    call: Call,
+    content: Annotated[str, Field(description="a longer text (a diary entry, a day) to file")] = "",
+    items: Annotated[list[str | dict[str, Any]] | None,
+                     Field(description="already split memories: strings or {title, content, tags, …}")] = None,
+    space: Space = None,
+) -> Reply:
     """File a longer text as several memories (Ombre-Brain's ``grow``), all validated before any is written."""
     space = call.space(space)
     batch = f"g_{uuid.uuid4().hex[:12]}"

@@ -1,27 +1,16 @@
 """Admission: may a candidate become a direct hit? One calibrated evidence score (DESIGN §13).
 
 Ranking puts the right memory first; admission decides whether the companion sees it. For every
-direct candidate a small fixed feature vector is computed from what the turn already has:
-
-- ``lexical``: IDF-weighted coverage of the query's term groups by the bucket's admissible text
-  (title, summary, tags, main body; context-only sections never count);
-- ``cosine``: the best content moment's cosine to the query; ``dense_z``: how far it stands above
-  the query's own background in the space (z-score against the query's cosines to a fixed sample
-  of the space's moments); ``margin``: its distance below (or, for the best, above) the best other
-  candidate's cosine; ``gap``: its distance above the next lower candidate's cosine; all three, and
-  ``dense_rr``, among memories written in the candidate's script (:class:`Background`);
-- ``dense_rr`` and ``lexical_rr``: reciprocal ranks of the candidate in each channel;
-- ``cross_script``: the query and the memory are in different scripts (CJK and not), where lexical
-  evidence cannot exist and dense evidence alone must be able to admit;
-- ``use_cos``, ``use_z``, ``use_margin``, ``use_gap``: the second opinion's (USE v3) cosine to the
-  memory as a whole (the mean of its content moments), its z-score against the same of the sampled
-  memories written in its script, and its margin and gap among the weighed candidates (0 when the
-  second opinion is off);
-- ``aligned``, ``aligned_min``: how much of what is asked the memory says in any words or language,
-  and its weakest key term (:mod:`.alignment`; 0 when the second opinion is off).
+weighed candidate a small feature vector is computed from what the turn already has: lexical
+coverage of what is asked, the dense cosine and its standing against the query's background and
+the other candidates (among memories written in the candidate's script, :class:`Background`), both
+channels' ranks, a script change, the second opinion's reading of the memory as a whole and a word
+alignment. Each feature is one entry of the registry in :mod:`.features`, which says what it reads
+and how it is computed.
 
 ``evidence = sigmoid(w · x + b)`` with one weight set per embedding model
-(``retrieval.admission.models.<model id>``, fitted by ``ombre-brain calibrate``); a candidate is
+(``retrieval.admission.models.<model id>``, fitted by ``ombre-brain calibrate``), over the features
+that model was fitted on; a candidate is
 admitted when its evidence reaches the model's ``admit`` threshold. A model without fitted weights
 (any sentence-transformers model a user names) falls back to lexical-only admission: enough of
 the query's terms written in the memory. Context-only moments (comments, affect anchors, favorite
@@ -37,23 +26,20 @@ from functools import lru_cache
 from typing import Any
 
 from ..buckets import bucket_id_of, main_text_of
-from ..config import ADMISSION_FEATURES, AdmissionModel
+from ..config import AdmissionModel
 from ..recall_types import Admission, Candidate
-from ..text import CJK_RE, is_cjk_text
+from ..text import CJK_RE
 from .alignment import NONE as NO_ALIGNMENT
 from .alignment import Alignment
+from .features import FEATURES, bucket_is_cjk, candidate_features
 from .terms import term_weight
 
 __all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admit", "asked_terms",
            "bucket_is_cjk", "candidate_features", "clear_cache", "discriminative_terms", "evidence_of",
            "lexical_admits", "memory_is_cjk", "query_evidence", "script_ranks", "threshold_for"]
 
-FEATURES = ADMISSION_FEATURES
-"""The admission features, in a fixed order (weights are keyed by these names)."""
-
 MIN_BACKGROUND_STD = 0.01
 MIN_SCRIPT_BACKGROUND = 8  # sampled memories a script needs for a background of its own
-SCRIPT_SAMPLE_CHARS = 200  # how much of a memory's text (after its title) decides its script
 
 
 # ---------------------------------------------------------------- lexical evidence
@@ -292,13 +278,6 @@ def memory_is_cjk(c: Candidate) -> bool:
     return bucket_is_cjk(c.bucket)
 
 
-def bucket_is_cjk(b: Any) -> bool:
-    """Whether a memory is written in CJK, judged by its title and the start of its text together: a Chinese
-    memory with a Latin-only moment ("ENFP", "2024.05.20", "iPhone 15 Pro Max 到了") stays Chinese, so a store
-    of one language is never split in two."""
-    return is_cjk_text(f"{b.title}\n{main_text_of(b.body)[:SCRIPT_SAMPLE_CHARS]}")
-
-
 def script_ranks(cands: Sequence[Candidate], cjk: Mapping[str, bool] | None = None) -> dict[str, int]:
     """Each candidate's rank, in fused order, among the candidates written in its script.
 
@@ -352,48 +331,6 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
                          aligned=dict(aligned or {}), cjk=cjk, script_rank=script_ranks(cands, cjk))
 
 
-def candidate_features(c: Candidate, q: QueryEvidence, coverage: float) -> dict[str, float]:
-    """The candidate's admission features (the module's docstring names them). Its standing (z-scores, margins,
-    gaps, dense rank) is among memories written in its own script: see :class:`Background`."""
-    bid = c.bucket.id
-    cos = q.cosines[bid]
-    others = q.same_script(q.cosines, bid)
-    best_other = others[0] if others else cos
-    lower = [v for v in others if v <= cos]
-    memory_cjk = q.cjk[bid] if bid in q.cjk else memory_is_cjk(c)  # whose standing it is measured among
-    moment_cjk = is_cjk_text(c.best.moment.text if not c.best.moment.context_only else c.bucket.title)
-    use_cos, use_z = q.second.get(bid, (0.0, 0.0))
-    use_margin = use_gap = 0.0
-    if bid in q.second:
-        use_others = sorted((v[0] for b, v in q.second.items() if b != bid), reverse=True)
-        use_lower = [v for v in use_others if v <= use_cos]
-        use_margin = use_cos - (use_others[0] if use_others else use_cos)
-        use_gap = use_cos - (use_lower[0] if use_lower else use_cos)
-    al = q.aligned.get(bid, NO_ALIGNMENT)
-    out = {
-        "lexical": round(coverage, 6),
-        "lexical_rr": round(1.0 / q.lexical_rank[bid], 6) if bid in q.lexical_rank else 0.0,
-        "cross_script": 1.0 if moment_cjk != q.query_is_cjk else 0.0,  # the best moment's, as fitted
-        "use_cos": round(use_cos, 6),
-        "use_z": round(use_z, 6),
-        "use_margin": round(use_margin, 6),
-        "use_gap": round(use_gap, 6),
-        "aligned": al.aligned,
-        "aligned_min": al.aligned_min,
-    }
-    if not q.cjk_capable and (q.query_is_cjk or moment_cjk):
-        # An English-only embedder maps CJK to [UNK]: its cosines say nothing, so the dense features are zero.
-        return out | {"cosine": 0.0, "dense_z": 0.0, "margin": 0.0, "gap": 0.0, "dense_rr": 0.0}
-    z = q.background.within(memory_cjk).z(cos, c.best.moment.id) if q.background is not None else 0.0
-    return out | {
-        "cosine": round(cos, 6),
-        "dense_z": round(z, 6),
-        "margin": round(cos - best_other, 6),
-        "gap": round(cos - (lower[0] if lower else cos), 6),
-        "dense_rr": round(1.0 / q.dense_rank[bid], 6) if bid in q.dense_rank else 0.0,
-    }
-
-
 def evidence_of(features: Mapping[str, float], model: AdmissionModel) -> float:
     """sigmoid(w · x + b): the calibrated probability that this candidate is a wanted memory."""
     z = model.bias + sum(w * features.get(name, 0.0) for name, w in model.weights.items())
@@ -443,7 +380,7 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
     lexical_ok = lexical_admits(first, coverage, cfg)
     weighed = model is not None and q.weighs(candidate, cfg.retrieval.admission.max_rank)
     rank = q.script_rank.get(candidate.bucket.id) if model is not None else None
-    feats = candidate_features(candidate, q, coverage) if weighed else None
+    feats = candidate_features(candidate, q, coverage, model.feature_names) if weighed else None
     ev = round(evidence_of(feats, model), 6) if weighed else None
     aligned = q.aligned.get(candidate.bucket.id, NO_ALIGNMENT).pairs if weighed else ()
     if lexical_ok:  # what the query asks about is written in the memory: that alone is evidence
@@ -452,7 +389,8 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
     if model is not None and not weighed:
         return Admission(False, "below_admission_rank", matched, semantic, coverage, script_rank=rank)
     if weighed:
-        ok = ev >= threshold_for(model, feats, q.query_is_cjk)
+        cross = feats if "cross_script" in feats else candidate_features(candidate, q, coverage, ("cross_script",))
+        ok = ev >= threshold_for(model, cross, q.query_is_cjk)
         return Admission(ok, "evidence_above_threshold" if ok else "evidence_below_threshold", matched, semantic,
                          coverage, evidence=ev, features=feats, aligned=aligned, script_rank=rank)
     if first is not None:

@@ -73,8 +73,9 @@ class Retriever:
         lexical = {k: v for k, v in lexical.items() if k in moments}
         anchors = [a.lower() for a in plan.anchors if a.strip()]
         anchor_hits = {mid for mid, m in moments.items() if anchors and any(a in m.text.lower() for a in anchors)}
-        w = dense_weight_for(query, self.cfg, backend=emb.backend, cjk_capable=emb.cjk_capable, anchors=plan.anchors)
-        second = self._second_opinion(space, plan, query, vector, moments) if rc.fusion.second_opinion_share else None
+        w = dense_weight_for(query, self.cfg, backend=emb.backend, cjk_capable=emb.cjk_capable, anchors=plan.anchors,
+                             cjk=plan.query_is_cjk)
+        second = self._second_opinion(space, plan, vector, moments) if rc.fusion.second_opinion_share else None
         hits = fuse(vector, lexical, moments, dense_weight=w, anchors_hit=anchor_hits,
                     anchor_bonus=rc.fusion.anchor_bonus, second=second,
                     second_share=rc.fusion.second_opinion_share)
@@ -86,7 +87,7 @@ class Retriever:
         ms = {"vector": (t1 - t0) * 1000, "lexical": (t2 - t1) * 1000, "fuse": (t3 - t2) * 1000}
         return Retrieval(tuple(cands), vector, lexical, w, ms, qvec)
 
-    def _second_opinion(self, space: str, plan: QueryPlan, query: str, vector: dict[str, float],
+    def _second_opinion(self, space: str, plan: QueryPlan, vector: dict[str, float],
                         moments: dict) -> dict[str, float] | None:
         """The second embedder's cosines for the dense moments, when some are in another script than the query.
 
@@ -96,7 +97,7 @@ class Retriever:
         hit@1). So it is consulted only when the query meets memories in another script (None otherwise).
         """
         enc = self.store.second
-        cjk = is_cjk_text(query)
+        cjk = plan.query_is_cjk
         if enc is None or all(is_cjk_text(moments[mid].text) == cjk for mid in vector):
             return None
         qv = conversation_vector(enc.query, plan)

@@ -19,7 +19,6 @@ import numpy as np
 from ..buckets import bucket_id_of, build_moments
 from ..config import AdmissionModel, Config
 from ..recall_types import Candidate, QueryPlan
-from ..text import is_cjk_text
 from . import admission
 from .admission import (
     AskedTerms,
@@ -35,6 +34,7 @@ from .admission import (
 )
 from .alignment import Alignment, align, memory_words
 from .candidates import Retrieval, conversation_vector
+from .features import FEATURES, INPUTS
 from .second_opinion import memory_vector
 from .terms import normalize_term
 
@@ -64,7 +64,8 @@ class Admitter:
             return found
         t0 = perf_counter()
         model = self.admission_model(self.model_key())
-        q = self.query_evidence(space, plan, found, dense=model is not None)
+        needs = FEATURES.inputs_of(model.feature_names) if model is not None else frozenset()
+        q = self.query_evidence(space, plan, found, needs=needs)
         cands = tuple(dataclasses.replace(c, admission=admit(c, q, cfg=self.cfg, model=model))
                       for c in found.candidates)
         ms = dict(found.ms, admission=(perf_counter() - t0) * 1000)
@@ -76,9 +77,12 @@ class Admitter:
         emb = self.store.embedder.model_id
         return f"{emb}+{second.model_id}" if second is not None else emb
 
-    def query_evidence(self, space: str, plan: QueryPlan, found: Retrieval, *, dense: bool = True) -> QueryEvidence:
+    def query_evidence(self, space: str, plan: QueryPlan, found: Retrieval, *,
+                       needs: frozenset[str] | None = None) -> QueryEvidence:
         """What admission knows about the query: its asked terms, its background, the channels' ranks, and for the
-        candidates it weighs, exact cosines, the second opinion and the word alignment."""
+        candidates it weighs, exact cosines, the second opinion and the word alignment. ``needs`` names the inputs
+        the model's features read (:data:`~.features.INPUTS`; None: all of them); the others are not gathered."""
+        needs = frozenset(INPUTS) if needs is None else needs
         emb = self.store.embedder
         query = plan.query or plan.normalized
         asked = asked_terms(plan.terms, idf=self._idf(space), cfg=self.cfg, context=plan.context_terms)
@@ -86,16 +90,16 @@ class Admitter:
         cjk = {c.bucket.id: memory_is_cjk(c) for c in found.candidates}  # each memory's script, once per turn
         ranks = script_ranks(found.candidates, cjk)
         weighed = [c for c in found.candidates if ranks[c.bucket.id] <= self.cfg.retrieval.admission.max_rank]
-        aligned = self._alignment(asked, weighed)
-        if dense and query.strip():
+        aligned = self._alignment(asked, weighed) if "alignment" in needs else {}
+        if needs & {"dense", "second_opinion"} and query.strip():
             qvec = found.qvec if found.qvec is not None else conversation_vector(emb.query, plan)
             sample = self._sample(space)
             if sample is not None:
                 background = Background.of(sample[0], (sample[1] @ np.asarray(qvec, dtype=np.float32)).tolist(),
                                            sample[2])
             exact = self._exact_cosines(space, qvec, [c for c in weighed if content_cosine(c) is None])
-            second = self._second_opinion(space, plan, weighed, sample)
-        return query_evidence(found.candidates, asked, query_is_cjk=is_cjk_text(query), background=background,
+            second = self._second_opinion(space, plan, weighed, sample) if "second_opinion" in needs else {}
+        return query_evidence(found.candidates, asked, query_is_cjk=plan.query_is_cjk, background=background,
                               cjk_capable=emb.cjk_capable, exact=exact, second=second, aligned=aligned, cjk=cjk)
 
     def _idf(self, space: str):

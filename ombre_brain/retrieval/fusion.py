@@ -36,7 +36,7 @@ def _query_anchors(query: str) -> list[str]:
 
 
 def dense_weight_for(query: str, cfg: Any, *, backend: str, cjk_capable: bool,
-                     anchors: Sequence[str] | None = None) -> float:
+                     anchors: Sequence[str] | None = None, cjk: bool | None = None) -> float:
     """The dense share of the fused score for this query (DESIGN §12).
 
     - A CJK query under an embedder that cannot read CJK (MiniLM) gets
@@ -51,7 +51,7 @@ def dense_weight_for(query: str, cfg: Any, *, backend: str, cjk_capable: bool,
     """
     del backend  # calibrated per script today; see docstring
     f = cfg.retrieval.fusion
-    cjk = is_cjk_text(query)
+    cjk = is_cjk_text(query) if cjk is None else cjk  # a turn passes its plan's own decision
     if cjk and not cjk_capable:
         return f.dense_weight_minilm_cjk
     w = f.dense_weight_cjk if cjk else f.dense_weight_latin

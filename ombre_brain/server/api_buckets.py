@@ -6,7 +6,7 @@ from flask import Blueprint, jsonify, request
 
 from ..buckets import BUCKET_FIELDS, BUCKET_TYPES
 from ..errors import NotFoundError, ValidationError
-from .common import authorize_space, get_brain, int_arg, json_body, str_arg
+from ..web import authorize_space, get_brain, int_arg, json_body, str_arg
 
 bp = Blueprint("buckets", __name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from flask import Blueprint, jsonify, request
 
 from ..errors import ConflictError, NotFoundError
-from .common import authorize_space, get_brain, int_arg, json_body, str_arg
+from ..web import authorize_space, get_brain, int_arg, json_body, str_arg
 
 bp = Blueprint("facts", __name__)
 

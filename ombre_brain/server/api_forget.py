@@ -6,7 +6,7 @@ from flask import Blueprint, jsonify
 
 from ..errors import ConfigError, ValidationError
 from ..forget.purge import answer
-from .common import authorize_space, get_brain, json_body
+from ..web import authorize_space, get_brain, json_body
 
 bp = Blueprint("forget", __name__)
 

@@ -23,7 +23,7 @@ from flask import Blueprint, Response, jsonify, request, stream_with_context
 from ..errors import UpstreamError, ValidationError
 from ..gateway.upstream import SSEText, UpstreamNotConfigured, message_text, parse_completion, transport_error
 from ..turn.conversation import split_messages
-from .common import authorize_space, get_brain, json_body, token_default_space
+from ..web import authorize_space, get_brain, json_body, token_default_space
 
 log = logging.getLogger("ombre_brain")
 

@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..config import ADMISSION_FEATURES, AdmissionModel
+from ..config import AdmissionModel
 from ..errors import ValidationError
 from ..retrieval.admission import candidate_features, lexical_admits, lexical_match
+from ..retrieval.features import FEATURES
 from ..text import is_cjk_text
 from ..turn.conversation import normalize_context
 from .eval_inject import (
@@ -100,7 +101,7 @@ def examples_of(s: InjectSet, offset: int, *, config=None, show_progress: bool =
                 if not weighed and not lexical_ok:
                     continue  # never weighed for admission in a turn
                 f = candidate_features(cand, q, coverage)
-                out.append(Example(tuple(f[n] for n in ADMISSION_FEATURES), int(cand.bucket.id in c.wanted), qi,
+                out.append(Example(tuple(f[n] for n in FEATURES.names), int(cand.bucket.id in c.wanted), qi,
                                    group, cand.fused, source, lexical_ok, weighed,
                                    bool(f["cross_script"])))
         bar.close()
@@ -320,12 +321,15 @@ def calibrate(paths: Sequence[str | Path], *, locomo: str | Path | None = None, 
     fitted = (f"ombre-brain calibrate{overlay} {' '.join('--data ' + str(pp) for pp in paths)}"
               f"{' --locomo ' + str(locomo) if locomo else ''} ({len(questions)} questions, "
               f"{sum(e.weighed for e in ex)} candidates)")
-    model = AdmissionModel(weights={n: round(float(v), 4) for n, v in zip(ADMISSION_FEATURES, w, strict=True)},
-                           bias=round(b, 4), admit=t[0], admit_cross_script=t[1], admit_cjk=t[2], fitted=fitted)
+    names = FEATURES.names  # the features the examples were collected with (candidate_features' order)
+    model = AdmissionModel(weights={n: round(float(v), 4) for n, v in zip(names, w, strict=True)},
+                           features=names, bias=round(b, 4), admit=t[0], admit_cross_script=t[1], admit_cjk=t[2],
+                           fitted=fitted)
     m = np.array([e.weighed for e in ex])  # AUC and ECE over the candidates the score decides about
     yi = y[m].astype(int).tolist()
     return {
-        "model_id": model_id, "model": {"weights": model.weights, "bias": model.bias, "admit": model.admit,
+        "model_id": model_id, "model": {"features": list(model.features), "weights": model.weights,
+                                        "bias": model.bias, "admit": model.admit,
                                         "admit_cross_script": model.admit_cross_script,
                                         "admit_cjk": model.admit_cjk, "fitted": model.fitted},
         "questions": len(questions), "candidates": int(m.sum()), "threshold": list(t),
@@ -353,7 +357,7 @@ def write_overlay(res: dict, path: str | Path) -> None:
     """A config overlay holding the fitted admission for this embedder (merge it with --config)."""
     m = res["model"]
     doc = {"retrieval": {"admission": {"models": {res["model_id"]: {
-        "weights": m["weights"], "bias": m["bias"], "admit": m["admit"],
+        "features": m["features"], "weights": m["weights"], "bias": m["bias"], "admit": m["admit"],
         "admit_cross_script": m["admit_cross_script"], "admit_cjk": m["admit_cjk"], "fitted": m["fitted"]}}}}}
     Path(path).write_text("# written by `ombre-brain calibrate`\n" + yaml.safe_dump(doc, allow_unicode=True,
                                                                                         sort_keys=False),

@@ -2,8 +2,9 @@
 
 Every gate is a pure function of the turn's plan, the item, its layer decision, the session
 state and the config. It returns a :class:`GateResult` (``allowed`` true, false, or None when
-the gate does not apply) whose ``reason`` is one of the codes in :data:`REASONS`. The gateway
-and the debug pages read these same objects, so what a page shows is what decided.
+the gate does not apply) whose ``reason`` is one of the codes of the reason table. Each gate is
+registered once, with its reason codes and the stages it judges, in :mod:`.gate_table`; the
+gateway and the debug pages read these same objects, so what a page shows is what decided.
 
 A plan's ``skip_reason`` blocks long-term recall only (direct seeds, recall context through the
 parent, related targets). Recent Context, weather, favorites and cooldown ignore it.
@@ -22,23 +23,18 @@ from typing import TypeVar
 from ..buckets import CONTEXT_ONLY_SECTIONS, Bucket, Moment
 from ..config import Config, DreamConfig, favorite_tags
 from ..recall_types import (
-    GATE_NAMES,
     NOT_APPLICABLE,
     Candidate,
     GateResult,
     LayerDecision,
     QueryPlan,
-    RuntimeGate,
     SessionState,
 )
 from ..timeutil import parse_iso
-from .reasons import PRECEDENCE, REASONS, describe
 
 T = TypeVar("T")
 _NO_COOLDOWN = frozenset({"rare", "interval", "none", "follows_parent"})
 
-
-describe_reason = describe  # the one-line meaning of a reason code, for debug pages
 
 def surface_block(bucket: Bucket) -> GateResult | None:
     """Refuse a memory the user asked never to surface (``dont_surface``), in every section; else None."""
@@ -230,28 +226,29 @@ def weather_gate(plan: QueryPlan, bucket: Bucket, decision: LayerDecision, state
 
 
 def cooldown_gate(plan: QueryPlan, bucket_id: str, decision: LayerDecision, state: SessionState,
-                  cfg: Config) -> tuple[GateResult, float]:
-    """Per space and session: skip recent rounds, then a rank multiplier until cooldown_hours pass.
+                  cfg: Config) -> GateResult:
+    """Per space and session: skip recent rounds, then a rank multiplier (the result's ``weight``) until
+    cooldown_hours pass.
 
     Layers whose cooldown policy is rare (core), interval (weather), none (sources) or
     follows_parent (affect) are not cooled here; surfaces_once (dreams) blocks any repeat.
     """
     policy = decision.policy.cooldown
     if policy in _NO_COOLDOWN:
-        return NOT_APPLICABLE, 1.0
+        return NOT_APPLICABLE
     last = state.injected.get(bucket_id)
     if last is None:
-        return GateResult(True, "fresh"), 1.0
+        return GateResult(True, "fresh")
     if policy == "surfaces_once":
-        return GateResult(False, "surfaced_once"), 1.0
+        return GateResult(False, "surfaced_once")
     last_round, last_time = last
     gw = cfg.gateway
     if gw.skip_recent_rounds > 0 and state.round - last_round <= gw.skip_recent_rounds:
-        return GateResult(False, "skipped_recent_rounds"), 1.0
+        return GateResult(False, "skipped_recent_rounds")
     when = _parse(last_time)
     if gw.cooldown_hours > 0 and when is not None and _hours_between(when, state.now) < gw.cooldown_hours:
-        return GateResult(True, "cooldown_multiplier"), gw.cooldown_multiplier
-    return GateResult(True, "cooled_down"), 1.0
+        return GateResult(True, "cooldown_multiplier", weight=gw.cooldown_multiplier)
+    return GateResult(True, "cooled_down")
 
 
 def favorite_gate(plan: QueryPlan, state: SessionState, cfg: Config) -> GateResult:
@@ -278,9 +275,9 @@ QUIET_RECENT_REASONS = frozenset({"not_recent", "no_trigger", "not_applicable"})
 """Recent Context refusals too ordinary to list in the TURN (most of the space is neither recent nor asked for)."""
 
 
-def worth_listing(cand: Candidate, topic: GateResult) -> bool:
-    """Is a refused candidate plausible enough to name in the TURN's suppressed list?"""
-    return bool(topic.allowed) or cand.admission.admitted or cand.rank <= LISTED_RANK
+def worth_listing(cand: Candidate) -> bool:
+    """Is a refused candidate plausible enough to name in the TURN's suppressed list (admitted, or ranked high)?"""
+    return cand.admission.admitted or cand.rank <= LISTED_RANK
 
 
 def direct_cap(kept: int, score: float, top: float, cfg: Config) -> GateResult | None:
@@ -307,28 +304,6 @@ def recent_topic_evidence(plan: QueryPlan, bucket: Bucket) -> bool:
 def ride_along(bucket: Bucket) -> list:
     """The context-only sections that accompany a reliable direct hit on this bucket."""
     return [s for s in bucket.sections if s.name in RIDE_ALONG_SECTIONS]
-
-
-def block_reason(gate: RuntimeGate) -> str:
-    """An item's reason for being left out: its first refusal in :data:`PRECEDENCE`."""
-    for name in PRECEDENCE:
-        g = gate.gates.get(name)
-        if g is not None and g.allowed is False:
-            return g.reason
-    return gate.reason or "not_selected"
-
-
-def allowed_reason(gate: RuntimeGate) -> str:
-    """An item's reason for being shown: its first allowance in :data:`PRECEDENCE`, else its first verdict."""
-    for name in PRECEDENCE:
-        g = gate.gates.get(name)
-        if g is not None and g.allowed:
-            return g.reason
-    for name in PRECEDENCE:
-        g = gate.gates.get(name)
-        if g is not None and g.reason != "not_applicable":
-            return g.reason
-    return "selected"
 
 
 def dream_gate(score: float, *, young: bool, cooled: bool, cfg: DreamConfig) -> GateResult:
@@ -369,25 +344,9 @@ def surface_one_dream(ranked: Sequence[T], *, fits: Callable[[T], bool], claim: 
     return winner, why
 
 
-def build_runtime_gate(*, decision: str = "suppressed", section: str | None = None, reason: str = "",
-                       **results: GateResult | None) -> RuntimeGate:
-    """A RuntimeGate with the given gate results; every other gate says not_applicable."""
-    unknown = sorted(set(results) - set(GATE_NAMES))
-    if unknown:
-        raise ValueError(f"unknown gate name(s) {', '.join(unknown)}; known: {', '.join(GATE_NAMES)}")
-    gates: dict[str, GateResult] = {}
-    for name in GATE_NAMES:
-        result = results.get(name)
-        if result is not None and not isinstance(result, GateResult):
-            raise TypeError(f"gate {name} expects a GateResult, got {type(result).__name__}")
-        gates[name] = result if result is not None else NOT_APPLICABLE
-    return RuntimeGate(gates=gates, decision=decision, section=section, reason=reason)
-
-
 __all__ = [
-    "LISTED_RANK", "QUIET_RECENT_REASONS", "REASONS", "RIDE_ALONG_SECTIONS", "allowed_reason", "block_reason",
-    "build_runtime_gate", "cooldown_gate", "describe_reason", "direct_cap", "direct_seed_gate", "dream_gate",
-    "dream_near_miss", "favorite_gate", "recall_context_gate", "recent_context_gate", "recent_topic_evidence",
-    "recent_trigger", "related_target_gate", "ride_along", "surface_block", "surface_one_dream", "topic_evidence_gate",
-    "weather_gate", "worth_listing",
+    "LISTED_RANK", "QUIET_RECENT_REASONS", "RIDE_ALONG_SECTIONS", "cooldown_gate", "direct_cap", "direct_seed_gate",
+    "dream_gate", "dream_near_miss", "favorite_gate", "recall_context_gate", "recent_context_gate",
+    "recent_topic_evidence", "recent_trigger", "related_target_gate", "ride_along", "surface_block",
+    "surface_one_dream", "topic_evidence_gate", "weather_gate", "worth_listing",
 ]

@@ -9,10 +9,12 @@ bundle. The decision each item carries is the one the gates made; here it is onl
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..recall_types import GateResult, Item, Suppressed
 from . import gates as G
+from .context import Decided, Side, TurnContext
+from .gate_table import allowed_reason
 from .render import (
     DIRECT_SHAPES,
     choose_shape,
@@ -26,11 +28,6 @@ from .render import (
     render_window,
 )
 
-if TYPE_CHECKING:
-    from .pipeline import TurnContext
-    from .select import Decided
-    from .side import Side
-
 ITEM_SECTIONS = ("recent_context", "recalled_memory", "diffused_memory", "relationship_weather", "favorite_memory",
                  "dream")
 
@@ -38,7 +35,7 @@ ITEM_SECTIONS = ("recent_context", "recalled_memory", "diffused_memory", "relati
 def item_of(d: Decided, shape: str, text: str, section: str, extra: dict | None = None,
             moment_id: str | None = None, reason: str | None = None) -> Item:
     """An injected Item carrying the gates' own decision, stamped with its section."""
-    gate = d.gate.decide("injected", section, reason or d.gate.reason or G.allowed_reason(d.gate))
+    gate = d.gate.decide("injected", section, reason or d.gate.reason or allowed_reason(d.gate))
     return Item(d.bucket.id, moment_id, shape, text, d.layer.layer, d.layer.to_dict(), gate.to_dict(),
                 rank_score=d.score, extra=extra or {})
 

@@ -7,73 +7,23 @@ made once, by the gates, into LayerDecision / RuntimeGate objects; the TURN the 
 and the debug routes both serialise those very objects. A dry run (the debug routes) takes the
 same path and only skips the session bookkeeping at the end.
 
-The stages get what they need from :class:`TurnParts`, which Brain builds once: the config, the
-store, the planner, the retriever, the sessions, and the optional dream engine and facts store.
+The stages get what they need from :class:`~.context.TurnParts`, which Brain builds once: the config,
+the store, the planner, the retriever, the sessions, and the optional dream engine and facts store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
 
-from ..buckets import Bucket
-from ..config import Config
-from ..memory_layers import infer_layer
-from ..recall_types import LayerDecision, QueryPlan, SessionState
+from .context import TurnContext, TurnParts
 from .conversation import Message
 from .items import render_items
 from .related import related_stage
 from .sections import Turn, assemble
 from .select import direct_stage
 from .side import announce_side_reads, side_stage
-
-if TYPE_CHECKING:  # the stages only call methods on these; importing them here would tie the wings together
-    from ..dream.engine import DreamEngine
-    from ..facts import FactsStore
-    from ..gateway.sessions import SessionStore
-    from ..recall_policy import RecallPolicy
-    from ..retrieval.candidates import Retriever
-    from ..retrieval.evidence import Admitter
-    from ..store.bucket_store import BucketStore
-
-
-@dataclass(frozen=True)
-class TurnParts:
-    """Everything a turn reads or writes besides its input, built once by Brain."""
-
-    config: Config
-    store: BucketStore
-    policy: RecallPolicy
-    retriever: Retriever
-    admitter: Admitter
-    sessions: SessionStore
-    dreams: DreamEngine | None = None
-    facts: FactsStore | None = None
-
-
-class TurnContext:
-    """One turn's inputs plus a memo, so each bucket's layer is inferred exactly once."""
-
-    def __init__(self, parts: TurnParts, space: str, plan: QueryPlan, state: SessionState) -> None:
-        self.parts = parts
-        self.cfg = parts.config
-        self.store = parts.store
-        self.space = space
-        self.plan = plan
-        self.state = state
-        self._layers: dict[str, LayerDecision] = {}
-        self.trace: dict[str, dict] = {}  # bucket_id -> {layer_debug, runtime_gate} for candidates left out quietly
-        self.diffusion: dict[str, Any] = {}  # seeds, edges and every diffusion hit before gating (debug)
-        self.ahead: dict[str, Any] = {}  # reads sent ahead for a later stage (announce_side_reads)
-
-    def layer(self, bucket: Bucket) -> LayerDecision:
-        d = self._layers.get(bucket.id)
-        if d is None:
-            d = self._layers[bucket.id] = infer_layer(bucket, self.cfg)
-        return d
 
 
 class _Laps:

@@ -1,20 +1,17 @@
-"""Every reason code a turn can give, with its human text, and the one gate precedence.
+"""The reason codes no single gate owns, with their words: skips, admission, caps, the favorite card,
+dreams, the budget and the debug views.
 
-The gates (:mod:`ombre_brain.turn.gates`), the admission stage, the budget, the dream gate and
-the debug routes all emit codes from this table and nothing else; a test walks their source and
-fails on a code missing here. The debug pages show :func:`describe`'s text, not the raw code.
-Pure data.
+Each gate's own codes live in its entry of :mod:`.gate_table`, and ``gate_table.REASONS`` reads this
+table and every gate's together: the gates, the admission stage, the budget, the dream gate and the
+debug routes emit codes from it and nothing else (a test walks their source and fails on a code
+missing there). The debug pages show ``gate_table.describe``'s words, not the raw code. Pure data.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["ADMISSION_REASONS", "PRECEDENCE", "REASONS", "describe"]
-
-PRECEDENCE = ("direct_seed", "topic_evidence", "recall_context", "related_target", "recent_context", "weather",
-              "cooldown")
-"""The order gates are read in: the first refusal is an item's reason, else the first allowance."""
+__all__ = ["ADMISSION_REASONS", "ADMITTING", "GENERAL_REASONS"]
 
 ADMISSION_REASONS: Mapping[str, str] = {
     "not_evaluated": "admission did not look at this item (it was not a search candidate)",
@@ -34,7 +31,7 @@ ADMISSION_REASONS: Mapping[str, str] = {
 }
 ADMITTING = ("term_in_title", "term_in_summary", "term_in_tags", "term_in_body", "evidence_above_threshold")
 
-REASONS: Mapping[str, str] = {
+GENERAL_REASONS: Mapping[str, str] = {
     "not_applicable": "the gate does not apply to this item",
     "selected": "selected for its section",
     "not_selected": "not selected",
@@ -44,47 +41,16 @@ REASONS: Mapping[str, str] = {
     "skip_tone_only": "the query is only tone (想你, 抱抱, lol); no long-term recall",
     "skip_skip_only": "the query is filler, a greeting or a check-in; no long-term recall",
     "skip_vague": "a lookup cue with no topic left (还记得吗); no long-term recall",
-    # direct seed
-    "layer_never_direct": "the layer policy says direct_seed: never (weather, affect, source records)",
-    "dream_resonance_only": "a dream surfaces by resonance in its own section, never as a direct hit",
+    # shared by the direct seed, related target and core gates
     "core_memory_stable_only": "core memory lives only in the stable Core Memory section",
     "archive_needs_explicit_old": "archived, resolved or digested memory needs an explicit old lookup",
-    "favorite_tag_only": "only the favorite tag matched; a favorite needs its own content to be a hit",
+    # the caps on direct hits, after the gates
     "below_max_direct": "admitted, but retrieval.max_direct better direct hits were already taken",
     "below_relative_score": "admitted, but its score is below retrieval.min_relative_score of the turn's best hit",
-    # admission (topic evidence; the direct seed gate says admitted_<reason>)
+    # admission (the topic evidence gate shows it; the direct seed gate says admitted_<reason>)
     **ADMISSION_REASONS,
-    **{f"admitted_{k}": f"a direct hit: {ADMISSION_REASONS[k]}" for k in ADMITTING},
-    "weather_colour_only": "relationship weather colours the reply and is never topic proof",
-    # recall context
-    "beside_reliable_parent": "a context-only moment shown beside a reliable direct hit on its parent",
-    "context_only_needs_parent": "a context-only moment or feeling without a reliable direct hit on its parent",
-    "favorite_card_reason": "a favorite reason shown inside its own favorite card",
-    # related target
+    # shared by the related target and recent context gates
     "source_record_never_injected": "source records (raw chat logs, diaries) are never injected",
-    "layer_never_diffused": "the layer policy says diffusion: never",
-    "dream_chain_only": "a dream is reachable only along a reliable chain",
-    "favorite_not_diffused": "a favorite appears as its own card, or as a direct hit; never as related memory",
-    "related_summary": "related memory along an edge, shown as a summary only",
-    # recent context
-    "explicit_recent": "the query asks about recent times (最近, lately)",
-    "reentry_after_idle": "the space's previous turn was at least recent_reentry_idle_hours ago",
-    "recent_with_topic_evidence": "a recent dynamic memory that carries topic evidence itself",
-    "recent_context_cooling": "automatic Recent Context fired in this session within its cooldown hours",
-    "recent_dynamic_only": "automatic Recent Context carries dynamic memory only",
-    "not_recent": "created and last active before the head_recent_hours window",
-    "no_trigger": "no explicit recent query, no re-entry and no topic evidence (a first turn is not re-entry)",
-    # weather
-    "weather_every_turn": "weather_interval_rounds is 0: weather shows on every turn",
-    "weather_interval": "this round is a weather round (every weather_interval_rounds rounds)",
-    "weather_interval_wait": "not a weather round yet",
-    "weather_too_old": "the weather is older than weather_max_age_hours",
-    # cooldown
-    "fresh": "not injected in this session before",
-    "skipped_recent_rounds": "injected within the last skip_recent_rounds rounds of this session",
-    "cooldown_multiplier": "injected within cooldown_hours: allowed, ranked lower by cooldown_multiplier",
-    "cooled_down": "injected before, but the cooldown has passed (or cooldown_hours is 0)",
-    "surfaced_once": "a dream surfaces once per session",
     # favorite card
     "favorite_request": "the user asked for a favorite memory",
     "favorite_interval": "this round is a favorite round (every favorite_interval_rounds rounds)",
@@ -106,10 +72,3 @@ REASONS: Mapping[str, str] = {
     "not_a_candidate": "the pipeline never saw this bucket this turn: no search hit and no side section took it",
     "no_query": "no query was given, so no turn ran; only the static layer is shown",
 }
-
-
-def describe(code: str | None) -> str:
-    """The human text of a reason code (the code itself when, unexpectedly, it has none)."""
-    if not code:
-        return ""
-    return REASONS.get(code, code)

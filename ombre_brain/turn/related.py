@@ -7,15 +7,11 @@ cooldown gates decide. Related memory exists only in ``graph`` retrieval mode.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..recall_types import Edge, Suppressed
-from . import gates as G
+from .context import Decided, TurnContext, suppressed
 from .diffusion import diffuse
-from .select import Decided, suppressed
-
-if TYPE_CHECKING:
-    from .pipeline import TurnContext
+from .gate_registry import GateInput
+from .gate_table import GATES
 
 
 def edges_near(ctx: TurnContext, seeds: list[str]) -> list[Edge]:
@@ -59,11 +55,9 @@ def related_stage(ctx: TurnContext, direct: list[Decided], out: list[Suppressed]
     for h in hits:
         b = targets[h.bucket_id]
         d = ctx.layer(b)
-        rt = G.related_target_gate(plan, b, d, state, cfg, path_ok=h.reliable_chain)
-        cd, mult = G.cooldown_gate(plan, b.id, d, state, cfg)
-        gate = G.build_runtime_gate(related_target=rt, cooldown=cd)
-        if rt.allowed and cd.allowed is not False:
-            found.append(Decided(b, d, gate, h.activation * mult, diffusion=h))
+        gate = GATES.evaluate(GateInput("related", plan, state, cfg, b, d, path_ok=h.reliable_chain))
+        if GATES.passes(gate, "related"):
+            found.append(Decided(b, d, gate, h.activation * GATES.weight(gate), diffusion=h))
         else:
             out.append(suppressed(None, bucket=b, layer=d, gate=gate))
     found.sort(key=lambda x: (-x.score, x.bucket.id))

@@ -9,32 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from ..facts.select import background_line
 from ..memory_layers import is_favorite
 from ..recall_types import GateResult, Item, Suppressed
 from . import gates as G
 from .budget import estimate_tokens
+from .context import Decided, Side, TurnContext, suppressed
+from .gate_registry import GateInput
+from .gate_table import GATES
 from .items import item_of
 from .render import render_dream, render_stable_rule
-from .select import Decided, suppressed
-
-if TYPE_CHECKING:
-    from .pipeline import TurnContext
-
-
-@dataclasses.dataclass
-class Side:
-    """What the side sections picked this turn (Decided items are rendered later; dreams and stable items now)."""
-
-    recent: list[Decided] = dataclasses.field(default_factory=list)
-    recent_fired: bool = False
-    weather: list[Decided] = dataclasses.field(default_factory=list)
-    favorites: list[Decided] = dataclasses.field(default_factory=list)
-    dream: list[Item] = dataclasses.field(default_factory=list)
-    core: list[Item] = dataclasses.field(default_factory=list)
-    facts: list[Item] = dataclasses.field(default_factory=list)
 
 
 def side_stage(ctx: TurnContext, direct: list[Decided], related: list[Decided], out: list[Suppressed]) -> Side:
@@ -90,13 +75,11 @@ def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
     fired = False
     for b in pool:
         d = ctx.layer(b)
-        rg = G.recent_context_gate(plan, b, d, state, cfg, has_topic_evidence=b.id in evidence)
-        cd, mult = G.cooldown_gate(plan, b.id, d, state, cfg)
-        gate = G.build_runtime_gate(recent_context=rg, cooldown=cd)
-        if rg.allowed and cd.allowed is not False:
-            found.append(Decided(b, d, gate, mult * (1.0 if b.id in evidence else 0.5)))
+        gate = GATES.evaluate(GateInput("recent", plan, state, cfg, b, d, has_topic_evidence=b.id in evidence))
+        if GATES.passes(gate, "recent"):
+            found.append(Decided(b, d, gate, GATES.weight(gate) * (1.0 if b.id in evidence else 0.5)))
             fired = True
-        elif rg.reason not in G.QUIET_RECENT_REASONS:
+        elif gate.gates["recent_context"].reason not in G.QUIET_RECENT_REASONS:
             out.append(suppressed(None, bucket=b, layer=d, gate=gate))
     found.sort(key=lambda x: (-x.score, x.bucket.last_active))
     return found[: cfg.gateway.recent_context_max_items], fired
@@ -110,9 +93,9 @@ def weather(ctx: TurnContext, taken: set[str]) -> list[Decided]:
         d = ctx.layer(b)
         if d.layer != "relationship_weather":
             continue
-        wg = G.weather_gate(ctx.plan, b, d, ctx.state, ctx.cfg)
-        if wg.allowed:
-            found.append(Decided(b, d, G.build_runtime_gate(weather=wg), 1.0))
+        gate = GATES.evaluate(GateInput("weather", ctx.plan, ctx.state, ctx.cfg, b, d))
+        if GATES.passes(gate, "weather"):
+            found.append(Decided(b, d, gate, 1.0))
     found.sort(key=lambda x: x.bucket.created, reverse=True)
     return found[:1]
 
@@ -128,10 +111,10 @@ def favorites(ctx: TurnContext, taken: set[str]) -> list[Decided]:
         d = ctx.layer(b)
         if d.layer != "favorite_memory" or _refused(ctx, b, d, "direct_seed"):
             continue
-        cd, mult = G.cooldown_gate(ctx.plan, b.id, d, ctx.state, ctx.cfg)
-        gate = G.build_runtime_gate(cooldown=cd).with_gate("direct_seed", GateResult(None, fg.reason))
-        if cd.allowed is not False or ctx.plan.favorite_request:
-            found.append(Decided(b, d, gate, b.importance * mult))
+        gate = GATES.evaluate(GateInput("favorite", ctx.plan, ctx.state, ctx.cfg, b, d),
+                              direct_seed=GateResult(None, fg.reason))
+        if GATES.passes(gate, "favorite"):
+            found.append(Decided(b, d, gate, b.importance * GATES.weight(gate)))
     found.sort(key=lambda x: (-x.score, x.bucket.id))
     return found[:1]
 
@@ -164,9 +147,9 @@ def dream(ctx: TurnContext, taken: set[str]) -> list[Item]:
         res = score(b)
         young = (state.now - b.created_dt()).total_seconds() / 3600 < cfg.dream.min_age_hours
         d = ctx.layer(b)
-        cd, _ = G.cooldown_gate(ctx.plan, b.id, d, state, cfg)
+        shown = GATES.evaluate(GateInput("dream", ctx.plan, state, cfg, b, d))  # the dream gate below decides
         gate = G.dream_gate(res.score, young=young, cooled=b.id in state.injected, cfg=cfg.dream)
-        scored.append(_Dream(Decided(b, d, G.build_runtime_gate(cooldown=cd)), attempts, res, gate))
+        scored.append(_Dream(Decided(b, d, shown), attempts, res, gate))
     ranked = sorted((s for s in scored if s.gate.allowed), key=lambda s: (-s.resonance.score, s.decided.bucket.id))
     budget = cfg.gateway.budgets.dream
     winner, why = G.surface_one_dream(
@@ -205,7 +188,7 @@ def core(ctx: TurnContext) -> list[Item]:
         d = ctx.layer(b)
         if d.layer != "core_memory" or _refused(ctx, b, d, "direct_seed"):
             continue
-        gate = G.build_runtime_gate(direct_seed=GateResult(None, "core_memory_stable_only"))
+        gate = GATES.build(direct_seed=GateResult(None, "core_memory_stable_only"))
         found.append(item_of(Decided(b, d, gate, b.importance), "stable_rule", render_stable_rule(b), "core_memory"))
     return found
 
@@ -215,7 +198,7 @@ def _refused(ctx: TurnContext, b, d, gate_name: str) -> bool:
     blocked = G.surface_block(b)
     if blocked is None:
         return False
-    g = G.build_runtime_gate(**{gate_name: blocked}).decide("suppressed", None, blocked.reason)
+    g = GATES.build(**{gate_name: blocked}).decide("suppressed", None, blocked.reason)
     ctx.trace[b.id] = {"layer_debug": d.to_dict(), "runtime_gate": g.to_dict()}
     return True
 

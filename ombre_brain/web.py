@@ -1,12 +1,13 @@
-"""Request helpers shared by every blueprint: the Brain, JSON bodies, auth and arguments.
+"""Request helpers every blueprint shares: the Brain, JSON bodies, the caller's token and arguments.
 
-Every view goes through these, so a malformed body, a wrong type or a token for another
-space always becomes the same clear JSON error, never a 500.
+The ``/v1`` API (``server/``), the debug pages (``debug_ui/``) and ``/mcp`` (``mcp/http.py``) all
+take these, so a malformed body, a wrong type or a token for another space always becomes the
+same clear JSON error, never a 500; none of those transports imports another's helpers. The
+token rules themselves, which the stdio MCP server uses too, are in :mod:`ombre_brain.tokens`.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import math
 import os
@@ -14,8 +15,8 @@ from typing import Any
 
 from flask import current_app, g, request
 
-from ..buckets import validate_space
-from ..errors import AuthError, ForbiddenError, ValidationError
+from .errors import ValidationError
+from .tokens import scope_of_token, space_in_scope, token_rules
 
 MAX_DEPTH = 64           # no route reads a body nested deeper than a few levels
 MAX_NUMBER_CHARS = 40    # far beyond any field's range; a 5,000-digit literal is refused, not converted
@@ -104,19 +105,6 @@ def _token_rules() -> list[tuple[str, Any]]:
     return token_rules(get_brain().config, current_app.config.get("ENV_TOKENS") or os.environ)
 
 
-def token_rules(cfg, env) -> list[tuple[str, Any]]:
-    """(secret, spaces) pairs from config `server.tokens` plus OMBRE_TOKEN (all spaces); no Flask needed."""
-    rules: list[tuple[str, Any]] = []
-    master = env.get("OMBRE_TOKEN")
-    if master:
-        rules.append((master, "*"))
-    for rule in cfg.server.tokens:
-        secret = env.get(rule.token_env)
-        if secret:
-            rules.append((secret, rule.spaces))
-    return rules
-
-
 def auth_required() -> bool:
     return bool(_token_rules())
 
@@ -140,35 +128,9 @@ def current_scope() -> Any:
     return g.ob_scope
 
 
-def scope_of_token(rules: list[tuple[str, Any]], token: str | None) -> Any:
-    """The spaces a presented token may touch ("*" for all, or when no token is configured at all)."""
-    if not rules:
-        return "*"
-    if not token:
-        raise AuthError("missing bearer token: send 'Authorization: Bearer <token>'")
-    for secret, spaces in rules:
-        if hmac.compare_digest(secret.encode(), token.encode()):
-            return spaces
-    raise AuthError("invalid bearer token")
-
-
 def authorize_space(space: Any) -> str:
     """Validate a space name and check the token may use it (403 when it may not)."""
     return space_in_scope(space, lambda: current_scope())
-
-
-def space_in_scope(space: Any, scope) -> str:
-    """Validate a space name and check it is in ``scope`` (a scope, or a callable that gives it).
-
-    The scope is worked out first: a caller without a valid token learns nothing about spaces.
-    """
-    scope = scope() if callable(scope) else scope
-    if space is None or space == "":
-        raise ValidationError("is required", field="space")
-    space = validate_space(space)
-    if scope != "*" and space not in scope:
-        raise ForbiddenError(f"this token is not allowed for space {space!r}")
-    return space
 
 
 def token_default_space() -> str | None:

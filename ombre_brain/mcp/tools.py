@@ -1,0 +1,15 @@
+"""The MCP tools Ombre Brain serves, in the order ``tools/list`` gives them.
+
+Importing a module registers the tools its ``@tool`` functions define (:mod:`.registry`), in the
+order of the lines below; a new tool module is one more line.
+"""
+
+# ruff: noqa: I001, F401  (the order of these imports is the order clients list the tools)
+from __future__ import annotations
+
+from . import recall  # breath, breath_search
+from . import write  # hold, grow
+from . import trace  # trace
+from . import status  # dream, pulse
+
+__all__: list[str] = []

@@ -1,0 +1,110 @@
+"""What every stage of a turn shares: the parts Brain built, the turn's context, and the records stages pass on.
+
+:class:`TurnParts` is built once by Brain; :class:`TurnContext` holds one turn's inputs (and memoises
+each bucket's layer); :class:`Decided` is one bucket's trip through the gates and :class:`Side` what
+the side sections picked. They live in this leaf module so that the stages (``select``, ``related``,
+``side``, ``items``) and ``pipeline`` import them from one place and never each other in a circle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..buckets import Bucket
+from ..config import Config
+from ..memory_layers import infer_layer
+from ..recall_types import (
+    Candidate,
+    DiffusionHit,
+    Item,
+    LayerDecision,
+    QueryPlan,
+    RuntimeGate,
+    SessionState,
+    Suppressed,
+)
+from .gate_table import block_reason
+
+if TYPE_CHECKING:  # the stages only call methods on these; importing them here would tie the wings together
+    from ..dream.engine import DreamEngine
+    from ..facts import FactsStore
+    from ..gateway.sessions import SessionStore
+    from ..recall_policy import RecallPolicy
+    from ..retrieval.candidates import Retriever
+    from ..retrieval.evidence import Admitter
+    from ..store.bucket_store import BucketStore
+
+__all__ = ["Decided", "Side", "TurnContext", "TurnParts", "suppressed"]
+
+
+@dataclass(frozen=True)
+class TurnParts:
+    """Everything a turn reads or writes besides its input, built once by Brain."""
+
+    config: Config
+    store: BucketStore
+    policy: RecallPolicy
+    retriever: Retriever
+    admitter: Admitter
+    sessions: SessionStore
+    dreams: DreamEngine | None = None
+    facts: FactsStore | None = None
+
+
+class TurnContext:
+    """One turn's inputs plus a memo, so each bucket's layer is inferred exactly once."""
+
+    def __init__(self, parts: TurnParts, space: str, plan: QueryPlan, state: SessionState) -> None:
+        self.parts = parts
+        self.cfg = parts.config
+        self.store = parts.store
+        self.space = space
+        self.plan = plan
+        self.state = state
+        self._layers: dict[str, LayerDecision] = {}
+        self.trace: dict[str, dict] = {}  # bucket_id -> {layer_debug, runtime_gate} for candidates left out quietly
+        self.diffusion: dict[str, Any] = {}  # seeds, edges and every diffusion hit before gating (debug)
+        self.ahead: dict[str, Any] = {}  # reads sent ahead for a later stage (announce_side_reads)
+
+    def layer(self, bucket: Bucket) -> LayerDecision:
+        d = self._layers.get(bucket.id)
+        if d is None:
+            d = self._layers[bucket.id] = infer_layer(bucket, self.cfg)
+        return d
+
+
+@dataclasses.dataclass
+class Decided:
+    """One bucket's trip through the gates this turn (mutable only while the turn is built)."""
+
+    bucket: Bucket
+    layer: LayerDecision
+    gate: RuntimeGate
+    score: float = 0.0
+    candidate: Candidate | None = None
+    diffusion: DiffusionHit | None = None
+
+
+def suppressed(d: Decided | None, *, bucket: Bucket | None = None, layer: LayerDecision | None = None,
+               gate: RuntimeGate | None = None, reason: str | None = None) -> Suppressed:
+    """A Suppressed record from a refused item: its block reason unless one is given."""
+    bucket = bucket or d.bucket
+    layer = layer or d.layer
+    gate = gate or d.gate
+    g = gate.decide("suppressed", None, reason or block_reason(gate))
+    return Suppressed(bucket.id, layer.layer, g.reason, layer.to_dict(), g.to_dict())
+
+
+@dataclasses.dataclass
+class Side:
+    """What the side sections picked this turn (Decided items are rendered later; dreams and stable items now)."""
+
+    recent: list[Decided] = dataclasses.field(default_factory=list)
+    recent_fired: bool = False
+    weather: list[Decided] = dataclasses.field(default_factory=list)
+    favorites: list[Decided] = dataclasses.field(default_factory=list)
+    dream: list[Item] = dataclasses.field(default_factory=list)
+    core: list[Item] = dataclasses.field(default_factory=list)
+    facts: list[Item] = dataclasses.field(default_factory=list)
