@@ -291,6 +291,20 @@ class Brain:
         when = parse_time(now, "now") if now is not None else now_utc()
         return run_turn(self.breath_parts, space, session, "", when, dry_run=True)
 
+    def ingest_exchange(self, space: str, session: str, messages: list, reply: str, *,
+                        now: datetime | str | None = None, model: str | None = None) -> list[str]:
+        """The write decision on one exchange, run now: the ids of the memories written or joined (``[]`` for noise).
+
+        ``messages`` is the conversation in OpenAI form ending with the user's message; ``reply`` is the assistant's
+        answer; ``now`` is when the exchange happened (the memories' ``created``). The proxy's queued ingestion runs
+        this same job, keyed by the exchange's id, so an exchange sent again writes nothing new. Bad input (no user
+        message, a last message that is not the user's, other roles, a reply too long) is a ValidationError naming
+        the field, and nothing is written.
+        """
+        validate_space(space)
+        when = parse_time(now, "now") if now is not None else None
+        return self.gateway.ingest_exchange(space, session, messages, reply, now=when, model=model)
+
     # ------------------------------------------------------------ forgetting and dreams
 
     def purge(self, space: str, *, bucket_ids=None, source=None, whole_space: bool = False) -> dict:

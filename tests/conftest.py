@@ -516,7 +516,7 @@ class StandInUpstream:
         import json
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-        from ombre_brain.gateway.ingest import EXTRACTOR_PROMPT
+        from ombre_brain.writing.extractor import EXTRACTOR_PROMPT
 
         self.reset()
         outer = self

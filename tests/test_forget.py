@@ -302,7 +302,7 @@ def test_purging_buckets_suppresses_their_sources(fbrain):
 
 
 def test_queued_exchanges_lose_the_text_of_purged_memories(fbrain):
-    from ombre_brain.gateway.ingest import JobTable
+    from ombre_brain.gateway.jobs import JobTable
 
     jobs = JobTable(fbrain.ledger)
     jobs.insert("ab12" * 16, A, "s1", {"user": "I told you about the glimmerwick", "assistant": "ok"})

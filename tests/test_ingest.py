@@ -18,7 +18,9 @@ from ombre_brain import Brain
 from ombre_brain.cli import main as cli_main
 from ombre_brain.config import load_config
 from ombre_brain.errors import ValidationError
-from ombre_brain.gateway.ingest import exchange_id, parse_extraction, rule_drafts
+from ombre_brain.writing.exchange import exchange_id
+from ombre_brain.writing.extractor import parse_extraction
+from ombre_brain.writing.rules import rule_drafts
 
 from .conftest import LEDGER_MODE, LiveServer, StandInUpstream, free_port, merged, open_test_ledger
 
@@ -344,7 +346,7 @@ def test_killed_mid_job_then_restarted_finishes_without_duplicates(tmp_path, sta
 
 
 def test_unattributed_relationship_fragment_is_derived():
-    from ombre_brain.gateway.ingest import parse_extraction
+    from ombre_brain.writing.extractor import parse_extraction
 
     text = json.dumps({"relationship": {"title": "约定", "body": "以后周五一起打游戏。"}}, ensure_ascii=False)
     drafts = parse_extraction(text)

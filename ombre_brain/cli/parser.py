@@ -94,6 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
     pe.add_argument("--locomo", metavar="DIR", help="LoCoMo conversations: categories 1-4 as positives")
     pe.add_argument("--json", action="store_true")
     pe.set_defaults(func=recall.cmd_eval_inject)
+    pe = esub.add_parser("conversation", help="the whole loop on labelled multi-session chats: write recall, layer "
+                         "accuracy, noise kept out, turn recall and false recall, by kind and language")
+    _common(pe, data=False)
+    pe.add_argument("--data", action="append", default=[], metavar="FILE", required=True,
+                    help="a labelled conversations YAML (../shared/data/conversations/README.md); repeatable")
+    pe.add_argument("--oracle-writes", action="store_true",
+                    help="store each labelled side in the user's words instead of running the write decision")
+    pe.add_argument("--json", action="store_true")
+    pe.set_defaults(func=recall.cmd_eval_conversation)
 
     pe = esub.add_parser("plan", help="context_mode accuracy of the query planner on labelled messages")
     _common(pe, data=False)

@@ -12,6 +12,7 @@ from ..config import load_config
 from ..errors import ValidationError
 from ..tools.bench import format_bench, plot_turn_p95, run_bench
 from ..tools.calibrate import calibrate, format_calibration, write_overlay
+from ..tools.eval_conversation import eval_conversation, format_conversation
 from ..tools.eval_inject import eval_inject, format_inject
 from ..tools.eval_longmemeval import eval_longmemeval, format_longmemeval
 from ..tools.eval_plan import eval_plan, format_plan
@@ -84,6 +85,12 @@ def cmd_eval_inject(args) -> int:
     _require_files(args.data)
     res = eval_inject(args.data, locomo=args.locomo, config=args.config)
     return _show(res, args.json, format_inject)
+
+
+def cmd_eval_conversation(args) -> int:
+    _require_files(args.data)
+    res = eval_conversation(args.data, config=args.config, oracle_writes=args.oracle_writes)
+    return _show(res, args.json, format_conversation)
 
 
 def cmd_eval_plan(args) -> int:

@@ -46,10 +46,9 @@ class Gateway:
     @property
     def ingest(self) -> IngestQueue:
         """The durable queue of exchanges waiting to become memory (see :mod:`.ingest`)."""
-        upstream = self.upstream
         with self._init_lock:
             if self._ingest is None:
-                self._ingest = IngestQueue(self.config, self.ledger, self._write, upstream)
+                self._ingest = IngestQueue(self.config, self.ledger, self._write, lambda: self.upstream)
             return self._ingest
 
     def start_worker(self) -> None:
@@ -59,6 +58,13 @@ class Gateway:
                          model: str | None = None) -> str | None:
         """Queue a finished exchange for memory writing; returns the job id (a replay returns the same id)."""
         return self.ingest.enqueue_exchange(space, session, messages, assistant_text, model=model)
+
+    def ingest_exchange(self, space: str, session: str, messages: list, reply: str, *, now=None,
+                        model: str | None = None) -> list[str]:
+        """The write decision on one exchange, now: the ids written or joined ([] for noise; a replay writes nothing
+        new and returns the same ids)."""
+        q = self.ingest
+        return list(q.ingest_now(q.exchange(space, session, messages, reply, now=now, model=model))["bucket_ids"])
 
     def close(self) -> None:
         if self._ingest is not None:

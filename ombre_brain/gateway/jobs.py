@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,               -- sha256 of the canonical exchange
     space TEXT NOT NULL,
     session TEXT NOT NULL,
-    payload TEXT NOT NULL,             -- {user, assistant, model, at}
+    payload TEXT NOT NULL,             -- {user, assistant, context, model, at}
     state TEXT NOT NULL,               -- pending | running | done | failed | dead
     attempts INTEGER NOT NULL DEFAULT 0,
     next_at REAL NOT NULL,             -- unix time the job is next due

@@ -1,4 +1,4 @@
-"""`/v1/inject` and the OpenAI-compatible `/v1/chat/completions` proxy (DESIGN §8).
+"""`/v1/inject`, `/v1/exchanges` and the OpenAI-compatible `/v1/chat/completions` proxy (DESIGN §8, §17).
 
 The proxy changes exactly one thing in the request: it inserts the turn's memory block as a
 system message just before the last user message. Everything else, including the upstream's
@@ -30,6 +30,7 @@ log = logging.getLogger("ombre_brain")
 bp = Blueprint("gateway", __name__)
 
 INJECT_FIELDS = ("space", "session_id", "query", "messages", "now")
+EXCHANGE_FIELDS = ("space", "session_id", "messages", "reply", "now", "model")
 MAX_QUERY_CHARS = 8000
 # Upstream response headers worth passing on (rate limits, request ids); the rest is hop-by-hop.
 PASS_HEADERS = ("retry-after", "x-request-id", "openai-processing-ms", "openai-model")
@@ -63,6 +64,30 @@ def inject():
     if now is not None and not isinstance(now, str):
         raise ValidationError("expected an ISO-8601 time with offset, e.g. 2026-11-30T20:00:00+08:00", field="now")
     return jsonify(get_brain().turn(space, session, query, now, context=context).to_dict())
+
+
+@bp.post("/v1/exchanges")
+def exchanges():
+    """The write decision on one finished exchange, for a gateway that calls its LLM itself (DESIGN §17).
+
+    Runs now and answers with the ids written or joined (``[]`` for noise); idempotent by the exchange's id, so
+    sending it again writes nothing new and answers the same ids."""
+    body = json_body()
+    unknown = sorted(set(body) - set(EXCHANGE_FIELDS))
+    if unknown:
+        raise ValidationError(f"unknown field(s) {', '.join(unknown)}; expected {', '.join(EXCHANGE_FIELDS)}",
+                              code="unknown_field")
+    space = authorize_space(body.get("space"))
+    session = _session(body.get("session_id", "default"), "session_id")
+    if "reply" not in body:
+        raise ValidationError("is required: the assistant's answer to the last user message", field="reply")
+    now, model = body.get("now"), body.get("model")
+    if now is not None and not isinstance(now, str):
+        raise ValidationError("expected an ISO-8601 time with offset, e.g. 2026-11-30T20:00:00+08:00", field="now")
+    if model is not None and not isinstance(model, str):
+        raise ValidationError("expected the model name as a string", field="model")
+    ids = get_brain().ingest_exchange(space, session, body.get("messages"), body["reply"], now=now, model=model)
+    return jsonify({"bucket_ids": ids})
 
 
 # ---------------------------------------------------------------- the proxy

@@ -1,0 +1,83 @@
+"""`eval conversation`: the loop over a small labelled chat of our own, both with the write decision and the labels."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ombre_brain.errors import ValidationError
+from ombre_brain.tools.eval_conversation import eval_conversation, format_conversation, load_conversations
+
+CHAT = """\
+conversations:
+  - id: t1
+    user_name: 阿柚
+    ai_name: 星星
+    sessions:
+      - at: "2026-04-02T21:00:00+08:00"
+        exchanges:
+          - user: "哈哈好吧"
+            assistant: "嘿嘿"
+            write: none
+          - user: "我在成都当护士，三班倒"
+            assistant: "护士太辛苦了。"
+            write: {user: stable_boundary}
+            keys: ["护士"]
+      - at: "2026-04-15T22:10:00+08:00"
+        exchanges:
+          - user: "你还记得我是做护士的吗"
+            assistant: "记得，成都的护士。"
+            write: none
+            recall: ["护士"]  # direct
+          - user: "我跟你说过我弟在哪读书吗"
+            assistant: "没提过呢。"
+            write: none
+            recall: none  # nearmiss
+"""
+
+
+@pytest.fixture
+def chat(tmp_path):
+    p = tmp_path / "chat.yaml"
+    p.write_text(CHAT, encoding="utf-8")
+    return p
+
+
+def test_the_file_loads_with_kinds_from_the_comments(chat):
+    (conv,) = load_conversations(chat)
+    ex = [e for s in conv.sessions for e in s.exchanges]
+    assert (conv.user_name, len(conv.sessions), len(ex)) == ("阿柚", 2, 4)
+    assert ex[1].write == {"user": "stable_boundary"} and ex[1].keys == ("护士",)
+    assert (ex[2].recall, ex[2].kind, ex[3].recall, ex[3].kind) == (("护士",), "direct", (), "nearmiss")
+
+
+def test_oracle_writes_store_the_labels_and_the_lookup_recalls_them(chat):
+    res = eval_conversation(chat, oracle_writes=True, progress=False)
+    assert res["write_recall"] == {"n": 1, "ok": 1, "pct": 100.0}
+    assert res["noise_kept_out"]["ok"] == 3 and res["layer_accuracy"]["ok"] == 1
+    assert res["turn_recall"]["ok"] == 1 and res["turn_recall_by_kind"]["direct"]["ok"] == 1
+    assert res["false_recall"] == {"n": 1, "ok": 0, "pct": 0.0}
+    text = format_conversation(res)
+    assert "turn recall | 100.0% (1/1)" in text and "oracle-writes" in text
+
+
+def test_the_command_prints_json_with_every_failure(chat):
+    out = subprocess.run([sys.executable, "-m", "ombre_brain.cli", "eval", "conversation", "--data", str(chat),
+                          "--json"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    checks = {f["check"] for f in res["failures"]}
+    assert res["noise_kept_out"]["n"] == 3 and res["write_recall"]["n"] == 1
+    # whatever the write decision did, each miss is listed with what was written or injected
+    assert (res["write_recall"]["ok"] == 1) == ("write recall" not in checks)
+    assert all("user" in f and "conversation" in f for f in res["failures"])
+
+
+def test_a_bad_label_names_its_place(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text(CHAT.replace("write: {user: stable_boundary}", "write: {user: favourite}"), encoding="utf-8")
+    with pytest.raises(ValidationError, match=r"exchanges\[1\].*write.user: favourite"):
+        load_conversations(p)
