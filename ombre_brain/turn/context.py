@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the stages only call methods on these; importing them here 
     from ..recall_policy import RecallPolicy
     from ..retrieval.candidates import Retriever
     from ..retrieval.evidence import Admitter
-    from ..store.bucket_store import BucketStore
+    from ..store.interfaces import TurnReads
 
 __all__ = ["Decided", "Side", "TurnContext", "TurnParts", "suppressed"]
 
@@ -44,7 +44,7 @@ class TurnParts:
     """Everything a turn reads or writes besides its input, built once by Brain."""
 
     config: Config
-    store: BucketStore
+    store: TurnReads
     policy: RecallPolicy
     retriever: Retriever
     admitter: Admitter
