@@ -26,6 +26,12 @@ from .facts import FactsStore
 from .forget.keys import ensure_local_key, require_shared_keys
 from .forget.purge import Forgetter
 from .gateway.core import Gateway
+from .kinds.anchors import Anchors
+from .kinds.letterbox import Letterbox
+from .kinds.letters import public_view
+from .kinds.migrate import migrate_on_open
+from .kinds.plans import Plans
+from .kinds.selfmodel import SelfModel
 from .recall_policy import RecallPolicy
 from .recall_types import Edge
 from .retrieval.candidates import Retriever
@@ -80,7 +86,12 @@ class Brain:
         self.retriever = Retriever(self.store, cfg, self.policy)
         self.admitter = Admitter(self.store, cfg)
         self.facts = FactsStore(self.store.ledger, cfg)
-        self.gateway = Gateway(cfg, self.store.ledger, self.write)
+        cut = lambda text: tokenize(text, frozenset())  # noqa: E731  (every word: the kinds read particles too)
+        self.letters = Letterbox(config=cfg, store=self.store, write=self.write, update=self.update, tokenize=cut)
+        self.plans = Plans(store=self.store, write=self.write, update=self.update, cut=cut)
+        self.anchors = Anchors(store=self.store, update=self.update, lock=self.store.bucket_lock)
+        self.self_model = SelfModel(store=self.store, write=self.write, update=self.update)
+        self.gateway = Gateway(cfg, self.store.ledger, self._exchange_write)
         self.dream_engine = DreamEngine(config=cfg, store=self.store, write=self.write, plan=self.policy.plan_query,
                                         upstream=lambda: self.gateway.upstream)
         if not cfg.forget.keys and not shared:  # the embedded default: forgetting works on the first day
@@ -98,6 +109,7 @@ class Brain:
         self._turn_locks = [threading.Lock() for _ in range(TURN_LOCK_STRIPES)]
         self.store.reconcile()
         self.forget.reconcile()
+        migrate_on_open(self.store, self.update)
 
     @classmethod
     def open(cls, path: str | Path = "ombre-data", config: Any = None) -> Brain:
@@ -145,6 +157,15 @@ class Brain:
         bid, _created = self.store.write(bucket, dedupe=dedupe, given=given)
         return bid
 
+    def _exchange_write(self, space: str | None = None, **fields: Any) -> str:
+        """A memory the write decision keeps from an exchange; a plan it says happened closes (kinds/plans.py)."""
+        bid = self.write(space, **fields)
+        try:
+            self.plans.close_by(space or fields.get("space"), [bid])
+        except Exception:  # a plan left open is no reason to lose the memory
+            log.exception("closing plans after an exchange failed")
+        return bid
+
     def write_many(self, items: list[Mapping], *, now: datetime | None = None, dedupe: bool = True,
                    progress=None) -> list[str]:
         """Store many buckets through the store's batch path; every item is validated before any is written.
@@ -178,8 +199,15 @@ class Brain:
             self.forget.check_source(bucket.space, bucket.source)
 
     def get(self, space: str, bucket_id: str) -> Bucket | None:
+        """One bucket; a sealed letter as its metadata only (its side reads it through ``letters``)."""
         validate_space(space)
-        return self.store.get(space, bucket_id)
+        return public_view(self.store.get(space, bucket_id), now_utc())
+
+    def get_many(self, space: str, bucket_ids) -> dict[str, Bucket]:
+        """Buckets by id, sealed letters as their metadata only."""
+        validate_space(space)
+        now = now_utc()
+        return {k: public_view(b, now) for k, b in self.store.get_many(space, list(bucket_ids)).items()}
 
     def sources(self, space: str, bucket_id: str) -> list[str]:
         """The sources holding a claim on a bucket ('' stands for a write without one; DESIGN §10)."""
@@ -187,8 +215,10 @@ class Brain:
         return self.store.sources(space, bucket_id)
 
     def list(self, space: str, *, type: str | None = None, limit: int = 50) -> list[Bucket]:
+        """Newest first; a sealed letter as its metadata only."""
         validate_space(space)
-        return self.store.list(space, type=type, limit=limit)
+        now = now_utc()
+        return [public_view(b, now) for b in self.store.list(space, type=type, limit=limit)]
 
     def update(self, space: str, bucket_id: str, *, origin: str | None = None, now: datetime | None = None,
                **changes: Any) -> Bucket:

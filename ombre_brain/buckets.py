@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from .errors import ValidationError
+from .kinds.fields import UNINDEXED_TYPES, validate_kind
 from .text import sentence_spans, split_sentences  # noqa: F401  (split_sentences re-exported)
 from .timeutil import iso, now_utc, parse_time
 
@@ -30,7 +31,7 @@ SECTION_ALIASES = {
     "感受": "feeling", "情绪锚点": "affect_anchor", "评论": "comment", "喜欢的理由": "favorite_reason",
 }
 CONTEXT_ONLY_SECTIONS = frozenset({"comment", "affect_anchor", "favorite_reason"})
-BUCKET_TYPES = ("dynamic", "permanent", "feel", "dream", "source", "journal")
+BUCKET_TYPES = ("dynamic", "permanent", "feel", "dream", "source", "journal", "letter", "plan", "self")
 SUBJECTS = ("user", "relationship", "event")
 WRITER_LAYERS = ("stable_boundary", "short_state", "process_event", "relationship_lesson")
 CLASSIFICATION_SOURCES = ("model", "model_adjusted", "rule", "default")
@@ -128,6 +129,7 @@ class Bucket:
     source_bucket_ids: tuple[str, ...] = ()
     surfaced: bool | None = None
     surface_attempts: int | None = None
+    kind_fields: dict | None = None  # a letter's, a plan's or a self entry's own fields (kinds/fields.py)
 
     # ------------------------------------------------------------ views
 
@@ -137,9 +139,8 @@ class Bucket:
         d["comments"] = [dataclasses.asdict(c) for c in self.comments]
         d["recall_cues"] = list(self.recall_cues)
         d["source_bucket_ids"] = list(self.source_bucket_ids)
-        if self.type != "dream":
-            for k in DREAM_FIELDS:
-                d.pop(k, None)
+        for k in (*(DREAM_FIELDS if self.type != "dream" else ()), *(() if self.kind_fields else ("kind_fields",))):
+            d.pop(k, None)
         return d
 
     @property
@@ -271,7 +272,9 @@ def bucket_id_of(moment_id: str) -> str:
 
 
 def build_moments(bucket: Bucket) -> list[Moment]:
-    """Title, then each section; a section with several paragraphs yields one moment per paragraph."""
+    """Title, then each section, one moment per paragraph; none for a letter, plan or self entry (own tools)."""
+    if bucket.type in UNINDEXED_TYPES:
+        return []
     moments = [Moment(f"{bucket.id}#0", bucket.id, 0, "title", bucket.title, False)]
     for sec in bucket.sections:
         ctx = sec.name in CONTEXT_ONLY_SECTIONS
@@ -423,9 +426,8 @@ def bucket_from_dict(data: Any, *, space: str | None = None, now: datetime | Non
     if (layer or subject) and csrc is None:
         csrc = "model"
     btype = _choice(data, "type", BUCKET_TYPES, "dynamic")
-    extra: dict[str, Any] = {}
-    if btype == "dream":
-        extra = _dream_fields(data)
+    extra: dict[str, Any] = _dream_fields(data) if btype == "dream" else {}
+    kind = validate_kind(btype, data.get("kind_fields"))
     source = data.get("source")
     if source is not None and (not isinstance(source, str) or not source or len(source) > 512 or "\x00" in source):
         raise ValidationError("expected a source identity string of at most 512 characters (no NUL)", field="source")
@@ -441,7 +443,7 @@ def bucket_from_dict(data: Any, *, space: str | None = None, now: datetime | Non
         comments=tuple(comments), source_ref=source_ref,
         memory_subject=subject, memory_layer=layer, memory_classification_source=csrc,
         origin=_choice(data, "origin", ORIGINS, "user"), basis=_choice(data, "basis", BASES, "unknown"),
-        confidence=confidence, source=source, **extra,
+        confidence=confidence, source=source, kind_fields=kind, **extra,
     )
 
 

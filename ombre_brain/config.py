@@ -221,7 +221,7 @@ class GatewayConfig:
 
 LAYER_NAMES = (
     "core_memory", "long_term_anchor", "dynamic_memory", "relationship_weather", "affect_context",
-    "favorite_memory", "dream", "source_record", "archive",
+    "favorite_memory", "dream", "source_record", "archive", "letter", "plan", "self_model",
 )
 
 
@@ -291,6 +291,7 @@ class ForgetConfig:
 class TokenRule:
     token_env: str
     spaces: tuple[str, ...] | Literal["*"] = "*"
+    side: Literal["companion", "person"] | None = None  # letters: the one side this token may act for (§19)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,9 @@ Among storage signals the precedence, highest first, is::
 
     source_record         type source or journal, or a tag raw_source / chat_log / diary_source
     dream                 type dream
+    letter                type letter
+    plan                  type plan
+    self_model            type self (a formal ``I`` entry; a candidate is an ordinary memory)
     core_memory           pinned, protected, or type permanent
     archive               archived, resolved or digested
     relationship_weather  type feel with a tag relationship_weather / daily_impression / weekly_impression
@@ -19,11 +22,14 @@ Among storage signals the precedence, highest first, is::
     long_term_anchor      hint stable_boundary or relationship_lesson
     dynamic_memory        hint short_state or process_event, or nothing at all (default)
 
-Why this order: a source record or a dream is a different *kind* of object, whatever flags it
-carries, so it can never be promoted into recall. A pinned or protected bucket is the user's
-explicit wish to keep it stable, which beats archiving. Archive beats the feel and favorite
-layers because an archived memory must stay hidden until an old lookup asks for it. Weather and
-affect are structural (`type: feel`), so a favorite tag does not turn a feeling into a memory.
+Why this order: a source record, a dream, a letter, a plan or a formal self entry is a different
+*kind* of object, whatever flags it carries, so it can never be promoted into recall: a letter is
+read through the letter tools under its lock, a plan is listed at the end of a dream until a later
+memory closes it, a self entry is attached at the start of a session (the ``kinds`` wing). A
+pinned or protected bucket is the user's explicit wish to keep it stable, which beats archiving.
+Archive beats the feel and favorite layers because an archived memory must stay hidden until an
+old lookup asks for it. Weather and affect are structural (`type: feel`), so a favorite tag does
+not turn a feeling into a memory.
 A favorite tag without its reason is not a favorite: it falls through to the rows below.
 Pinned, protected, favorite and archived flags therefore always beat the writer hint.
 """
@@ -35,6 +41,8 @@ from .config import Config, favorite_tags
 from .recall_types import LayerDecision
 
 SOURCE_TYPES = frozenset({"source", "journal"})
+KIND_LAYERS = {"letter": "letter", "plan": "plan", "self": "self_model"}
+"""The kinds read through their own tools (``ombre_brain/kinds``), by type, with their layers."""
 SOURCE_TAGS = frozenset({"raw_source", "chat_log", "diary_source"})
 WEATHER_TAGS = frozenset({"relationship_weather", "daily_impression", "weekly_impression"})
 CORE_FLAGS = ("pinned", "protected")
@@ -64,7 +72,8 @@ def is_favorite(bucket: Bucket, cfg: Config) -> bool:
 
 
 def storage_roles(bucket: Bucket) -> str:
-    """The side sections a bucket may stand in, as ``",core,favorite,"`` (``""`` for none), for the store's index.
+    """The side sections a bucket may stand in (and whether it is an anchor), as ``",core,favorite,"`` (``""`` for
+    none), for the store's index.
 
     Core memory, relationship weather and favorites are read every turn from the whole space,
     not from search hits. The store keeps this column so that read is an index lookup of a few
@@ -75,6 +84,10 @@ def storage_roles(bucket: Bucket) -> str:
     roles = []
     if bucket.pinned or bucket.protected or bucket.type == "permanent":
         roles.append("core")
+    if bucket.anchor:
+        roles.append("anchor")  # anchors are counted against their cap of 24 per space (kinds/anchors.py)
+    if bucket.kind_fields and "self" in bucket.kind_fields:
+        roles.append("self")  # self-model entries and candidates, listed by the I tool (kinds/selfmodel.py)
     if bucket.type == "feel" and bucket.tag_set & WEATHER_TAGS:
         roles.append("weather")
     if favorite_reason(bucket) is not None:
@@ -111,6 +124,8 @@ def _decide(bucket: Bucket, cfg: Config) -> tuple[str, list[str]]:
         return "source_record", deciding + [f"tag:{t}" for t in sorted(tags & SOURCE_TAGS)]
     if bucket.type == "dream":
         return "dream", ["type:dream"]
+    if bucket.type in KIND_LAYERS:
+        return KIND_LAYERS[bucket.type], [f"type:{bucket.type}"]
     if bucket.pinned or bucket.protected or bucket.type == "permanent":
         deciding = [f"flag:{f}" for f in CORE_FLAGS if getattr(bucket, f)]
         return "core_memory", deciding + (["type:permanent"] if bucket.type == "permanent" else [])

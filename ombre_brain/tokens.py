@@ -14,7 +14,7 @@ from typing import Any
 from .buckets import validate_space
 from .errors import AuthError, ForbiddenError, ValidationError
 
-__all__ = ["scope_of_token", "space_in_scope", "token_rules"]
+__all__ = ["require_side", "scope_of_token", "side_of_token", "space_in_scope", "token_rules"]
 
 
 def token_rules(cfg, env) -> list[tuple[str, Any]]:
@@ -40,6 +40,28 @@ def scope_of_token(rules: list[tuple[str, Any]], token: str | None) -> Any:
         if hmac.compare_digest(secret.encode(), token.encode()):
             return spaces
     raise AuthError("invalid bearer token")
+
+
+def side_of_token(cfg, env, token: str | None) -> str | None:
+    """The one side of letters a presented token is bound to (``server.tokens[].side``), or None for either.
+
+    Tokens scope spaces; a side (companion or person, docs/design.md §19) is told apart by the channel,
+    and a token bound to one side may not use the other side's channel. Call after the token was accepted.
+    """
+    if not token:
+        return None
+    for rule in cfg.server.tokens:
+        secret = env.get(rule.token_env)
+        if secret and rule.side and hmac.compare_digest(secret.encode(), token.encode()):
+            return rule.side
+    return None
+
+
+def require_side(bound: str | None, side: str) -> str:
+    """``side`` when the token may act for it (ForbiddenError when the token is bound to the other side)."""
+    if bound is not None and bound != side:
+        raise ForbiddenError(f"this token acts for the {bound}; the {side}'s letters need the {side}'s token")
+    return side
 
 
 def space_in_scope(space: Any, scope) -> str:

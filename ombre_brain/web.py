@@ -16,7 +16,7 @@ from typing import Any
 from flask import current_app, g, request
 
 from .errors import ValidationError
-from .tokens import scope_of_token, space_in_scope, token_rules
+from .tokens import scope_of_token, side_of_token, space_in_scope, token_rules
 
 MAX_DEPTH = 64           # no route reads a body nested deeper than a few levels
 MAX_NUMBER_CHARS = 40    # far beyond any field's range; a 5,000-digit literal is refused, not converted
@@ -117,15 +117,23 @@ def current_scope() -> Any:
     if not rules:
         g.ob_scope = "*"
         return "*"
+    g.ob_scope = scope_of_token(rules, _request_token())
+    return g.ob_scope
+
+
+def _request_token() -> str:
     header = request.headers.get("Authorization", "")
     if header.lower().startswith("bearer "):
-        token = header[7:].strip()
-    elif request.blueprint in URL_TOKEN_BLUEPRINTS:
-        token = request.args.get("token", "")
-    else:
-        token = ""
-    g.ob_scope = scope_of_token(rules, token)
-    return g.ob_scope
+        return header[7:].strip()
+    if request.blueprint in URL_TOKEN_BLUEPRINTS:
+        return request.args.get("token", "")
+    return ""
+
+
+def current_side() -> str | None:
+    """The side of letters the caller's token is bound to (None: either); after the token was checked."""
+    current_scope()
+    return side_of_token(get_brain().config, current_app.config.get("ENV_TOKENS") or os.environ, _request_token())
 
 
 def authorize_space(space: Any) -> str:

@@ -189,9 +189,10 @@ def test_injection_log_page_shows_recorded_turns(page, site, tmp_path):
 def test_layer_policy_page(page, site, tmp_path):
     e = expect()
     page.goto(f"{site.url}/debug/layers?space={SPACE}")
-    e(page.locator("#layers tbody tr")).to_have_count(9)
+    e(page.locator("#layers tbody tr")).to_have_count(12)  # the nine layers, then letter, plan and self_model
     e(page.locator('#layers tr[data-layer="dynamic_memory"]')).to_contain_text("skip_recent_rounds")
     e(page.locator('#layers tr[data-layer="relationship_weather"]')).to_contain_text("never")
+    e(page.locator('#layers tr[data-layer="letter"]')).to_contain_text("never")
     shot(page, tmp_path, "layers")
 
 

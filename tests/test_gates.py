@@ -463,6 +463,7 @@ def _all_reasons(cfg) -> set[str]:
         {"type": "dream"}, {"pinned": True}, {"archived": True}, {"tags": ["haven_favorite"], "body": REASON_BODY},
         {"memory_layer": "stable_boundary", "created": ago(1)}, {"created": ago(1)}, {"created": ago(500)},
         {"type": "feel", "tags": ["relationship_weather"], "created": ago(5)}, {"dont_surface": True},
+        {"anchor": True, "created": ago(1)},
     )]
     plans = [PLAN, OLD, RECENT, CASUAL, QueryPlan(favorite_request=True),
              *(skip(r) for r in ("empty", "tone_only", "skip_only", "vague"))]
@@ -499,6 +500,9 @@ def _all_reasons(cfg) -> set[str]:
                     seen.add(G.cooldown_gate(p, b.id, d, st, c).reason)
                     for stage in ("direct", "related", "recent", "favorite", "dream"):  # the registered entry's
                         seen.add(GATES["cooldown"].fn(GateInput(stage, p, st, c, b, d)).reason)
+                    anchored = GATES["anchor"].fn(GateInput("recent", p, st, c, b, d))
+                    if anchored is not None:
+                        seen.add(anchored.reason)
                     seen.add(G.favorite_gate(p, st, c).reason)
     return seen
 

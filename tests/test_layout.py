@@ -15,8 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "ombre_brain"
 MAX_LINES = 500
-WINGS = ("store", "retrieval", "turn", "writing", "gateway", "dream", "facts", "forget", "server", "debug_ui", "mcp",
-         "tools", "cli")
+WINGS = ("store", "retrieval", "turn", "writing", "gateway", "dream", "facts", "forget", "kinds", "server", "debug_ui",
+         "mcp", "tools", "cli")
 
 
 def _modules() -> dict[str, Path]:

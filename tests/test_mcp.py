@@ -44,7 +44,8 @@ CONFIG = {"identity": {"ai_name": "Haven", "user_name": "Xiaoyu"},
           "server": {"default_space": SPACE_A,
                      "tokens": [{"token_env": "OB_TEST_MCP_TOKEN_A", "spaces": [SPACE_A]},
                                 {"token_env": "OB_TEST_MCP_TOKEN_B", "spaces": [SPACE_B]}]}}
-TOOLS = {"breath", "breath_search", "hold", "grow", "trace", "dream", "pulse"}
+TOOLS = {"breath", "breath_search", "breath_advanced", "hold", "grow", "source_read", "trace", "dream", "pulse", "plan",
+         "anchor", "release", "letter_write", "letter_read", "letter_lock_update", "I"}  # Ombre-Brain 2.16.9's sixteen
 
 # One bucket in Ombre-Brain's own on-disk shape (sorted keys, naive local times, `name` with its
 # timestamp, domain folder, `<name>_<id>.md`). The content is invented for this test.
@@ -243,7 +244,15 @@ async def scenario(client, seeded: dict) -> None:
                        ("grow", {"content": "写到别处", "space": SPACE_B}),
                        ("trace", {"bucket_id": b_id, "space": SPACE_B, "pinned": 1}),
                        ("trace", {"bucket_id": b_id, "space": SPACE_B, "hard_delete": True}),
-                       ("dream", {"space": SPACE_B}), ("pulse", {"space": SPACE_B})):
+                       ("dream", {"space": SPACE_B}), ("pulse", {"space": SPACE_B}),
+                       ("breath_advanced", {"catalog": True, "space": SPACE_B}),
+                       ("source_read", {"bucket_id": b_id, "expected_title": "树屋秘密基地", "space": SPACE_B}),
+                       ("plan", {"content": "写到别处", "space": SPACE_B}),
+                       ("anchor", {"bucket_id": b_id, "space": SPACE_B}),
+                       ("release", {"bucket_id": b_id, "space": SPACE_B}),
+                       ("letter_write", {"author": "ai", "content": "写到别处", "space": SPACE_B}),
+                       ("letter_read", {"space": SPACE_B}), ("I", {"read": True, "space": SPACE_B}),
+                       ("letter_lock_update", {"letter_id": b_id, "lock_type": "none", "space": SPACE_B})):
         r = await _call(client, tool, args)
         assert _code(r) == "forbidden", (tool, r.content[0].text)
         assert r.content[0].text == f"Error (forbidden): this token is not allowed for space '{SPACE_B}'"
@@ -438,7 +447,7 @@ def test_trace_edits_reinforces_and_links_in_one_write(brain, mcp_server):
     assert got.title == "粉色贝壳" and got.body == "她捡了一个浅粉色的贝壳。" and got.importance == 8 and got.pinned
     assert set(got.tags) == {"贝壳", "domain:旅行"} and got.activation_count == 1
     assert any(e.to_id == b and e.relation == "same_event" for e in brain.edges("haven:xiaoyu", [a]))
-    assert any("status is accepted for Ombre-Brain compatibility" in n for n in edit.structured_content["notes"])
+    assert any("status applies to plans only" in n for n in edit.structured_content["notes"])
     assert _code(bad) == "invalid" and brain.get("haven:xiaoyu", a).importance == 8  # nothing written half-way
 
 

@@ -35,6 +35,9 @@ ROWS = [
     ({"tags": ["chat_log"]}, "source_record", "tag:chat_log"),
     ({"tags": ["Diary_Source"]}, "source_record", "tag:diary_source"),
     ({"type": "dream"}, "dream", "type:dream"),
+    ({"type": "letter"}, "letter", "type:letter"),
+    ({"type": "plan"}, "plan", "type:plan"),
+    ({"type": "self"}, "self_model", "type:self"),
     ({"pinned": True}, "core_memory", "flag:pinned"),
     ({"protected": True}, "core_memory", "flag:protected"),
     ({"type": "permanent"}, "core_memory", "type:permanent"),
@@ -73,6 +76,12 @@ PRECEDENCE = [
     ({"tags": ["chat_log"], "archived": True}, "source_record"),
     ({"type": "dream", "pinned": True}, "dream"),
     ({"type": "dream", "archived": True}, "dream"),
+    # a letter, a plan, a formal self entry: read through their own tools whatever flags they carry
+    ({"type": "letter", "pinned": True, "anchor": True}, "letter"),
+    ({"type": "plan", "archived": True, "tags": ["haven_favorite"], "body": REASON_BODY}, "plan"),
+    ({"type": "self", "protected": True}, "self_model"),
+    # a self-model candidate is an ordinary memory until it is promoted
+    ({"kind_fields": {"self": {"stage": "candidate"}}}, "dynamic_memory"),
     ({"pinned": True, "archived": True}, "core_memory"),
     ({"protected": True, "resolved": True, "memory_layer": "short_state"}, "core_memory"),
     ({"type": "permanent", "digested": True}, "core_memory"),

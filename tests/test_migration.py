@@ -169,8 +169,8 @@ def test_migration_imports_good_files_and_names_bad_ones(brain, tmp_path):
     weather = brain.get(SPACE, "feel-2026-08-05")
     assert weather.type == "feel" and weather.anchor and weather.tags == ("relationship_weather",)
     plan = brain.get(SPACE, "plan-kyoto")
-    assert plan.type == "dynamic" and {"ombre_type:plan", "plan_status:active"} <= set(plan.tags)
-    assert not plan.resolved
+    assert plan.type == "plan" and plan.kind_fields["plan"]["status"] == "active"  # a plan is a plan (design §19)
+    assert not plan.resolved and not any(t.startswith(("ombre_type:", "plan_status:")) for t in plan.tags)
 
     store = brain.store
     hits = store.lexical_search(SPACE, store.tokens("贝壳 口袋"), 5)

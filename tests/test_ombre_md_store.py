@@ -50,7 +50,8 @@ def test_every_file_is_imported_superseded_or_skipped(brain):
         bid: f"deleted in Ombre-Brain ({marker}): not imported" for bid, marker in DELETED.items()}
     assert any("1 .md file(s) outside the bucket folders" in n for n in report.notes)  # the fixture's README
     unmapped = next(n for n in report.notes if n.startswith("frontmatter keys not mapped"))
-    assert "source_tool (8 files)" in unmapped and "change_log (1 file)" in unmapped and "title" not in unmapped
+    assert "source_tool (8 files)" in unmapped and "title" not in unmapped
+    assert "change_log" not in unmapped and "lock_type" not in unmapped  # a plan's history, a letter's lock
     assert any("16 time(s) without a UTC offset were read as UTC" in n for n in report.notes)
 
 
@@ -60,10 +61,14 @@ def test_the_current_copy_wins(brain):
     assert (rule.type, rule.pinned, rule.importance, rule.activation_count) == ("permanent", True, 10, 5)
     assert rule.last_active == "2026-03-02T09:12:44+00:00"
     plan = brain.get(SPACE, "b41e07aa9c3d")  # resolved (a status move keeps last_active; change_log decides)
-    assert plan.resolved and {"plan_status:resolved", "ombre_type:plan"} <= set(plan.tags)
-    assert plan.importance == 8 and plan.title == "周末陪她去配眼镜"  # weight 0.8; the name is only a timestamp
+    fields = plan.kind_fields["plan"]
+    assert plan.type == "plan" and fields["status"] == "resolved" and fields["weight"] == 0.8
+    assert [h["action"] for h in plan.kind_fields["plan"]["history"]] == ["created", "status"]
+    assert fields["related"] == "3f9a1c2b7d4e" and not any(t.startswith("ombre_type") for t in plan.tags)
+    assert plan.importance == 7 and plan.title == "周末陪她去配眼镜"  # the name is only a timestamp
     letter = brain.get(SPACE, "e5d4c3b2a190")  # the archive copy; its kind recovered from __letter__
-    assert letter.archived and letter.type == "journal" and "ombre_type:letter" in letter.tags
+    assert letter.archived and letter.type == "letter" and letter.kind_fields["letter"]["lock_type"] == "none"
+    assert (letter.kind_fields["letter"]["locked_by"], letter.kind_fields["letter"]["writer"]) == ("companion", "阿澈")
     queue = brain.get(SPACE, "4e5f60718293")  # decay-archived: forgotten, not deleted
     assert queue.archived and queue.resolved and queue.type == "dynamic"
 
@@ -163,7 +168,7 @@ def test_a_backup_manifest_decides_which_copy_is_current(brain, tmp_path):
         "archive/letter/2026-01-10 23-05-41 写给三个月后的我们_e5d4c3b2a190.md"}
     assert all("not in the backup manifest" in p.reason for p in report.superseded)
     letter = brain.get(SPACE, "e5d4c3b2a190")
-    assert letter.type == "journal" and not letter.archived
+    assert letter.type == "letter" and not letter.archived
     assert any("1 file(s) differ from the backup manifest" in n for n in report.notes)
     assert any("2 .md file(s) outside the bucket folders" in n for n in report.notes)
 

@@ -51,7 +51,7 @@ def moments_data(space: str, bucket_id: str | None, query: str | None, limit: in
             raise NotFoundError(f"no bucket {bucket_id!r} in space {space!r}")
         return V.moments_view(turn, brain.config, bucket, brain.store.moments(space, bucket_id),
                               brain.store.edges(space, [bucket_id]))
-    buckets = brain.store.list(space, limit=limit)
+    buckets = brain.list(space, limit=limit)  # a sealed letter by its metadata only
     moments = {b.id: brain.store.moments(space, b.id) for b in buckets}
     out = V.moments_stats(turn, brain.config, buckets, moments, brain.store.edges(space),
                           total=brain.store.count(space))
@@ -65,13 +65,13 @@ def diffusion_data(space: str, query: str) -> dict:
     rec = turn.debug.get("diffusion") or {}
     ids = {e.from_id for e in rec.get("edges", ())} | {e.to_id for e in rec.get("edges", ())}
     ids |= {d.bucket.id for d in turn.debug.get("direct") or []}
-    return V.diffusion_debug(turn, brain.config, brain.store.get_many(space, ids))
+    return V.diffusion_debug(turn, brain.config, brain.get_many(space, ids))
 
 
 def breath_data(space: str, query: str, limit: int = 1000) -> dict:
     brain = get_brain()
     turn = dry_turn(space, query)
-    buckets = brain.store.list(space, limit=limit)
+    buckets = brain.list(space, limit=limit)
     return V.breath_debug(turn, brain.config, buckets, total=brain.store.count(space))
 
 

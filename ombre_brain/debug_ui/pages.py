@@ -132,7 +132,7 @@ def bucket(bucket_id: str):
     q = str_arg("q")
     data = moments_data(space, bucket_id, q)
     others = {e["from_id"] for e in data["edges"]} | {e["to_id"] for e in data["edges"]}
-    titles = {bid: x.title for bid, x in brain.store.get_many(space, others).items()}
+    titles = {bid: x.title for bid, x in brain.get_many(space, others).items()}
     sessions = brain.gateway.sessions
     logged = []
     for turn in sessions.injections_log(space, None, 50):

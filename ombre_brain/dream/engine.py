@@ -73,7 +73,7 @@ CREATE INDEX IF NOT EXISTS dream_state_state ON dream_state(space, state);
 """
 
 RING_CONFIDENCE = 0.9
-NO_MATERIAL_LAYERS = frozenset({"source_record", "dream", "archive"})
+NO_MATERIAL_LAYERS = frozenset({"source_record", "dream", "archive", "letter", "plan", "self_model"})
 TZ_SLACK = timedelta(hours=28)  # stored times keep their own offsets; string-compared windows are widened by this
 ECHO_LEXICAL_K = 60
 ECHO_SCAN = 300
@@ -181,8 +181,10 @@ class DreamEngine:
         return run
 
     def _layer_ok(self, bucket: Bucket) -> bool:
-        """May this bucket feed a dream? Not a layer that never dreams, nor a memory never to surface."""
-        return not bucket.dont_surface and infer_layer(bucket, self.config).layer not in NO_MATERIAL_LAYERS
+        """May this bucket feed a dream? Not a layer that never dreams, nor a memory never to surface, nor an
+        anchor (a coordinate surfaces only when asked for)."""
+        return not (bucket.dont_surface or bucket.anchor) and \
+            infer_layer(bucket, self.config).layer not in NO_MATERIAL_LAYERS
 
     def _recent(self, space: str, now: datetime) -> list[Bucket]:
         """Buckets created or active in the window (and not after ``now``) that may feed a dream."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..config import Config
 from ..errors import AuthError
-from ..tokens import scope_of_token, space_in_scope, token_rules
+from ..tokens import require_side, scope_of_token, side_of_token, space_in_scope, token_rules
 
 __all__ = ["NO_ACCESS", "STDIO_TOKEN_ENV", "Access", "Call", "default_space", "session_id", "stdio_access"]
 
@@ -35,6 +35,11 @@ class Access:
     scope: Any
     header_space: str | None = None
     session: str = "mcp"
+    bound_side: str | None = None  # the token's side of letters (server.tokens[].side); None: either
+
+    def side(self) -> str:
+        """MCP is the companion's channel (docs/design.md §19); a token bound to the person may not use it."""
+        return require_side(self.bound_side, "companion")
 
     def space(self, requested: Any, default: str) -> str:
         """The space a call uses, checked against the token (ValidationError, or ForbiddenError: 403)."""
@@ -76,7 +81,8 @@ def stdio_access(config: Config, env: Mapping[str, str]) -> Access:
     if rules and not token:
         raise AuthError(f"tokens are configured (server.tokens or OMBRE_TOKEN), so the stdio server needs one too: "
                         f"set {STDIO_TOKEN_ENV} in the MCP client's env for this server")
-    return Access(scope=scope_of_token(rules, token), session=session_id("stdio"))
+    return Access(scope=scope_of_token(rules, token), session=session_id("stdio"),
+                  bound_side=side_of_token(config, env, token))
 
 
 @dataclass

@@ -16,13 +16,15 @@ from typing import Any
 
 from ..buckets import Bucket
 from ..config import Config
+from ..kinds.fields import kind_part
+from ..kinds.selfmodel import PROMOTE_AFTER
 from ..memory_layers import infer_layer
 from ..recall_types import SectionOut
 from ..turn.gate_table import describe
 from ..turn.render import render_markdown
 from ..turn.sections import Turn
 
-__all__ = ["Reply", "bucket_brief", "quote", "turn_view"]
+__all__ = ["Reply", "bucket_brief", "plan_lines", "quote", "self_lines", "turn_view"]
 
 MAX_KEPT_OUT = 10        # kept-out memories named in the text
 MAX_KEPT_OUT_DATA = 50   # ... and in the structured content
@@ -118,3 +120,28 @@ def turn_view(turn: Turn, cfg: Config, *, keep: Callable[[str], bool] | None = N
             "items": rows, "kept_out": kept_out[:MAX_KEPT_OUT_DATA], "kept_out_total": len(kept_out),
             "rendered": rendered, "tokens": turn.tokens}
     return "\n\n".join(blocks), data
+
+
+def plan_lines(plans, *, history: bool = False) -> list[str]:
+    """One line per plan (and, with ``history``, the reason it was last closed or changed)."""
+    out = []
+    for p in plans:
+        f = kind_part(p, "plan") or {}
+        out.append(f"- {p.id} · {f.get('status', 'active')} · weight {f.get('weight', 0.5):g} · {quote(p.body, 120)}")
+        last = (f.get("history") or [{}])[-1]
+        if history and last.get("reason"):
+            out.append(f"  {last['at'][:16]}: {last['reason']}")
+    return out
+
+
+def self_lines(entries) -> list[str]:
+    """One line per self-model entry: its aspect, how many dream dates a candidate has, its words."""
+    out = []
+    for b in entries:
+        f = kind_part(b, "self") or {}
+        aspect = f" · {f['aspect']}" if f.get("aspect") else ""
+        dates = f.get("dream_dates") or []
+        seen = f" · seen in dreams on {len(dates)}/{PROMOTE_AFTER} dates" if f.get("stage") == "candidate" else ""
+        origin = "" if f.get("stage") != "formal" or f.get("from_candidate") else " · written directly, not settled"
+        out.append(f"- {b.id}{aspect}{seen}{origin} · {quote(b.body, 160)}")
+    return out

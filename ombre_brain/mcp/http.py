@@ -27,7 +27,7 @@ from typing import Any
 from flask import Blueprint, Flask, Response, current_app, jsonify, request
 
 from ..errors import OmbreError
-from ..web import current_scope
+from ..web import current_scope, current_side
 from .access import Access, session_id
 from .server import ACCESS_KEY, OmbreMCP
 
@@ -149,7 +149,7 @@ def endpoint():
     body = request.get_data(cache=False)
     session = request.headers.get("X-Ombre-Session-Id") or request.headers.get("Mcp-Session-Id")
     access = Access(scope=scope, header_space=request.headers.get("X-Ombre-Space") or None,
-                    session=session_id(session))
+                    session=session_id(session), bound_side=current_side())
     asgi_scope = {
         "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
         "method": "POST", "scheme": request.scheme, "path": "/mcp", "raw_path": b"/mcp",

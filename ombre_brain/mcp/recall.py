@@ -20,7 +20,8 @@ from ..errors import ValidationError
 from ..memory_layers import infer_layer
 from ..turn.conversation import context_messages
 from .access import Call
-from .format import Reply, bucket_brief, quote, turn_view
+from .exact import exact_rows, exact_search, phrases
+from .format import Reply, bucket_brief, quote, self_lines, turn_view
 from .registry import Space, tool
 
 __all__ = ["breath", "breath_search"]
@@ -72,6 +73,11 @@ def breath(call: Call) -> Reply:
     text, data = turn_view(turn, call.config)
     head = (f"breath · space {space}: what to hold in mind now, {len(data['items'])} memories "
             "(read only: nothing was recorded, no cooldown was spent)")
+    selves = call.brain.self_model.newest(space)  # the start of a session carries them; they never surface
+    if selves:
+        text += ("\n\nI (the newest formal self entries, carried at the start of a session; not recalled "
+                 "memories):\n" + "\n".join(self_lines(selves)))
+    data["self"] = [{"bucket_id": b.id, "content": b.body} for b in selves]
     return Reply(f"{head}\n\n{text}", {"tool": "breath", **data})
 
 
@@ -111,6 +117,9 @@ def breath_search(
                             "items": [{**brief, "text": exact.body,
                                        "layer_debug": infer_layer(exact, call.config).to_dict()}],
                             "kept_out": []})
+    wanted, _rest = phrases(query)
+    if wanted:
+        return _exact(call, space, query, wanted, domain, date_from, date_to, max_results)
     heard = list(context_messages(context)) if context else None  # DESIGN §14: the conversation before the query
     turn = brain.turn(space, call.access.session, query, context=heard, dry_run=True)
     keep = _filter(brain, space, turn, domain, date_from, date_to)
@@ -119,6 +128,37 @@ def breath_search(
     head = (f"breath_search {quote(query)} · space {space}: {n} {'memory' if n == 1 else 'memories'} "
             "(an explicit search: a dry run, so no cooldown hid anything and nothing was recorded)")
     return Reply(f"{head}\n\n{text}", {"tool": "breath_search", "query": query, **data})
+
+
+def _exact(call: Call, space: str, query: str, wanted: list[str], domain: str, date_from: str, date_to: str,
+           max_results: int) -> Reply:
+    """A quoted phrase matches literally (mcp/exact.py): the memories holding every phrase, as written."""
+    domains = {d.strip().lower() for d in domain.split(",") if d.strip()}
+
+    def keep(b) -> bool:
+        day = (b.created or "")[:10]
+        if domains and not domains & {t.lower().removeprefix("domain:") for t in b.tags}:
+            return False
+        return not (date_from and day < date_from[:10] or date_to and day > date_to[:10])
+
+    hits = exact_search(call, space, query, wanted, keep)
+    limit = max_results or call.config.mcp.search_max_results
+    rows = exact_rows(call, hits[:limit])
+    said = " and ".join(quote(p) for p in wanted)
+    head = (f"breath_search {quote(query)} · space {space}: {len(hits)} "
+            f"{'memory holds' if len(hits) == 1 else 'memories hold'} {said} literally"
+            + (f" (the best {len(rows)} shown)" if len(hits) > len(rows) else ""))
+    blocks = [head]
+    if rows:
+        quoted = [call.config.render.framing_line]
+        for r in rows:
+            marks = "".join(f", {f}" for f in r["flags"]) + (", dont_surface" if r["dont_surface"] else "")
+            quoted += [f"> [{r['bucket_id']} · {r['layer']}{marks}] {r['title']}",
+                       *(f"> {line}" for line in r["text"].splitlines() or [""]), ""]
+        blocks.append("\n".join(quoted).rstrip())
+    return Reply("\n\n".join(blocks), {"tool": "breath_search", "query": query, "space": space,
+                                        "found_by": "exact_phrase", "phrases": wanted, "items": rows,
+                                        "total": len(hits), "kept_out": []})
 
 
 def _lines(title: str, body: str) -> list[str]:

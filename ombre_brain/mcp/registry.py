@@ -13,20 +13,35 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from ..errors import ValidationError
 from .format import Reply
 
-__all__ = ["TOOLS", "Flag", "Space", "Tags", "ToolRegistry", "ToolSpec", "tool"]
+__all__ = ["TOOLS", "Flag", "Space", "Tags", "ToolRegistry", "ToolSpec", "tag_list", "tool"]
 
 Space = Annotated[str | None, Field(description="memory space; default: X-Ombre-Space, else the server's")]
 Flag = Annotated[int, Field(description="-1 no change, 0 off, 1 on")]
 Tags = Annotated[str | list[str], Field(description="comma-separated, or a list")]
+_TAG_SPLIT = re.compile(r"[,，、;；]")
+
+
+def tag_list(value: Any, field: str) -> list[str]:
+    """Ombre-Brain's comma-separated tags (or a list of strings) as a list."""
+    if value in (None, ""):
+        return []
+    if isinstance(value, str):
+        return [t.strip() for t in _TAG_SPLIT.split(value) if t.strip()]
+    if isinstance(value, list | tuple) and all(isinstance(t, str) for t in value):
+        return [t.strip() for t in value if t.strip()]
+    raise ValidationError("expected comma-separated text or a list of strings", field=field)
+
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 DESTRUCTIVE = ToolAnnotations(destructive_hint=True, open_world_hint=False)

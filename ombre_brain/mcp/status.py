@@ -1,17 +1,24 @@
-"""``dream`` and ``pulse``: the dream engine, and a report on a space (DESIGN §15).
+"""``dream`` and ``pulse``: the dream engine, and a report on a space (DESIGN §15, §19).
+
+``dream`` runs the dream engine, then, as Ombre-Brain's dream does, shows the self-model
+candidates still settling (recording today's UTC date on each one shown: a candidate is promoted
+after dreams on three dates) and, at its end, every active plan.
 
 ``pulse`` is a status page for a model: how many memories of each layer the space holds (layers
 as :func:`~ombre_brain.memory_layers.infer_layer` decides them, at read time), the newest
-memories, the memory-writing jobs still waiting, the embedder, and the last dream.
+memories (a sealed letter by its metadata only), the letters, plans, anchors and self entries,
+the memory-writing jobs still waiting, the embedder, and the last dream.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from ..kinds.anchors import ANCHOR_LIMIT
 from ..memory_layers import infer_layer
+from ..timeutil import now_utc
 from .access import Call
-from .format import Reply, bucket_brief, quote
+from .format import Reply, bucket_brief, plan_lines, quote, self_lines
 from .registry import Space, tool
 
 __all__ = ["dream", "pulse"]
@@ -29,16 +36,28 @@ def dream(call: Call, space: Space = None) -> Reply:
     """Run the dream engine once (``ombre-brain dream run``); a dreamless run says why and is not an error."""
     space = call.space(space)
     call.unused(DREAM_UNUSED)
-    run = call.brain.dream_engine.run(space)
+    brain = call.brain
+    run = brain.dream_engine.run(space)
     data = {"tool": "dream", "space": space, **run.to_dict()}
     if run.dream_id is None:
-        return Reply(f"no dream · space {space}: {run.message}", data)
-    bucket = call.brain.get(space, run.dream_id)
-    text = f"dreamed → {run.dream_id} · space {space} · {quote(bucket.title if bucket else '')}: {run.message}"
-    if bucket is not None:
-        text += "\n\n" + "\n".join(f"> {line}" for line in bucket.body.splitlines() or [""])
-        text += ("\n\nIt waits, latent, until a turn resonates with it; breath() can surface it, and it "
-                 "surfaces in a chat turn at most once.")
+        text = f"no dream · space {space}: {run.message}"
+    else:
+        bucket = brain.get(space, run.dream_id)
+        text = f"dreamed → {run.dream_id} · space {space} · {quote(bucket.title if bucket else '')}: {run.message}"
+        if bucket is not None:
+            text += "\n\n" + "\n".join(f"> {line}" for line in bucket.body.splitlines() or [""])
+            text += ("\n\nIt waits, latent, until a turn resonates with it; breath() can surface it, and it "
+                     "surfaces in a chat turn at most once.")
+    candidates = brain.self_model.candidates(space)
+    if candidates:  # shown in this dream: today counts as one of the dates a candidate needs
+        brain.self_model.witness(space, [c.id for c in candidates], now_utc().date().isoformat())
+        candidates = brain.self_model.candidates(space)
+        text += ("\n\n=== I: candidates settling (seen in this dream today; I(promote=id) after 3 dates) ===\n"
+                 + "\n".join(self_lines(candidates)))
+    plans = brain.plans.plans(space, "active")
+    if plans:
+        text += "\n\n=== your active plans ===\n" + "\n".join(plan_lines(plans))
+    data.update(self_candidates=[c.id for c in candidates], active_plans=[p.id for p in plans])
     return Reply(text, data)
 
 
@@ -60,6 +79,9 @@ def pulse(call: Call, space: Space = None) -> Reply:
     emb = brain.embedder
     embedder = {"model_id": emb.model_id, "dimension": emb.dimension, "cjk_capable": emb.cjk_capable}
     spaces = call.access.visible(brain.spaces())
+    kinds = {"letters": brain.letters.counts(space), "plans": brain.plans.counts(space),
+             "anchors": len(brain.anchors.anchored(space)), "anchor_limit": ANCHOR_LIMIT,
+             "self": brain.self_model.counts(space)}
     lines = [f"pulse · space {space}: {total} {'memory' if total == 1 else 'memories'}"
              + (f" (layers counted over the newest {len(scanned)})" if len(scanned) < total else "")]
     if layers:
@@ -67,6 +89,10 @@ def pulse(call: Call, space: Space = None) -> Reply:
     if newest:
         lines.append("newest:")
         lines += [f"- {b['bucket_id']} · {b['layer']} · {b['created'][:16]} · {quote(b['title'])}" for b in newest]
+    lines.append(f"letters {kinds['letters']['letters']} ({kinds['letters']['sealed']} sealed) · plans "
+                 + ", ".join(f"{s} {n}" for s, n in kinds["plans"].items())
+                 + f" · anchors {kinds['anchors']}/{ANCHOR_LIMIT} · I: {kinds['self']['formal']} formal, "
+                 f"{kinds['self']['candidates']} candidates")
     lines.append("memory-writing jobs: " + ", ".join(f"{s} {jobs.get(s, 0)}" for s in JOB_STATES))
     lines.append(f"embedder: {emb.model_id} ({emb.dimension} dimensions{', CJK-capable' if emb.cjk_capable else ''})")
     lines.append(f"last dream: {last_dream['bucket_id']} · {quote(last_dream['title'])} · {last_dream['created'][:16]}"
@@ -76,4 +102,4 @@ def pulse(call: Call, space: Space = None) -> Reply:
     return Reply("\n".join(lines), {
         "tool": "pulse", "space": space, "total": total, "scanned": len(scanned), "layers": dict(layers),
         "newest": newest, "jobs": {s: jobs.get(s, 0) for s in JOB_STATES}, "embedder": embedder,
-        "last_dream": last_dream, "spaces": spaces})
+        "last_dream": last_dream, "spaces": spaces, "kinds": kinds})

@@ -19,15 +19,15 @@ from pydantic import Field
 
 from ..errors import NotFoundError, ValidationError
 from ..forget.purge import answer
+from ..kinds.fields import PLAN_STATUSES, kind_part
 from ..memory_layers import infer_layer
 from ..store.edges import RELATIONS
 from ..timeutil import now_utc
 from .access import Call
 from .format import Reply, quote
-from .registry import Flag, Space, Tags, tool
-from .write import tag_list
+from .registry import Flag, Space, Tags, tag_list, tool
 
-__all__ = ["trace"]
+__all__ = ["history_lines", "trace"]
 
 FLAGS = ("pinned", "protected", "anchor", "resolved", "digested")
 DELETED_TAG = "ombre:deleted"
@@ -35,8 +35,6 @@ HIDDEN_TAG = "ombre:dont_surface"
 SYSTEM_TAGS = ("domain:", "ombre:", "ombre_", "grow_batch:")
 """Tags that record where a memory came from; ``tags=`` replaces the others and keeps these."""
 TRACE_UNUSED = {
-    "status": "plans are ordinary memories here; use resolved=1",
-    "weight": "there is no plan weight; use importance",
     "meaning_replace": "meanings are comments and are only appended (meaning_append)",
     "media_append": "media files are not stored",
     "media_replace": "media files are not stored",
@@ -84,6 +82,8 @@ def trace(
     why_remembered: str = "",
     meaning_append: str = "",
     event_time: Annotated[str, Field(description="ISO-8601 with offset; \\clear removes it")] = "",
+    status: Annotated[str, Field(description="a plan's status: active, resolved or abandoned")] = "",
+    weight: Annotated[float, Field(description="a plan's weight, 0-1; -1 no change")] = -1,
     space: Space = None,
 ) -> Reply:
     space = call.space(space)
@@ -93,6 +93,9 @@ def trace(
     call.unused(TRACE_UNUSED)
     if delete and restore:
         raise ValidationError("delete and restore contradict each other; send one", field="restore")
+    if getattr(brain.get(space, bucket_id), "type", None) == "letter":
+        raise ValidationError("is a letter: letters are kept whole; letter_lock_update changes only its lock, and "
+                              "`ombre-brain purge` or POST /v1/purge forgets it", field="bucket_id")
     if hard_delete:
         edits = [k for k in call.raw if call.given(k) and k not in ("bucket_id", "hard_delete", "delete",
                                                                     "delete_reason", "space", "relation")]
@@ -103,6 +106,9 @@ def trace(
     current = brain.get(space, bucket_id)
     if current is None:
         raise NotFoundError(f"no bucket {bucket_id!r} in space {space!r}")
+    plan_change = _plan_change(call, current, status, weight)
+    if _flag("anchor", anchor) and not current.anchor:
+        brain.anchors.require_room(space, bucket_id)  # the cap of 24 holds here as in anchor()
     if link_to:
         if relation not in RELATIONS:
             raise ValidationError(f"expected one of {', '.join(RELATIONS)}, got {relation!r}", field="relation")
@@ -115,7 +121,10 @@ def trace(
         "dont_surface": dont_surface, "delete": delete, "restore": restore, "delete_reason": delete_reason,
         "reinforce": reinforce, "why_remembered": why_remembered, "meaning_append": meaning_append,
         "event_time": event_time})
-    if not changes and not link_to:
+    if plan_change:
+        current = brain.plans.change(space, bucket_id, by="trace", **plan_change)
+        did += [f"plan {k} {v}" for k, v in plan_change.items()]
+    if not changes and not link_to and not plan_change:
         raise ValidationError("nothing to change: give a field to edit, delete=True, restore=True, reinforce=True, "
                               "link_to=… or hard_delete=True", field="bucket_id")
     bucket = brain.update(space, bucket_id, **changes) if changes else current
@@ -123,13 +132,45 @@ def trace(
         brain.link(space, from_id=bucket_id, to_id=link_to, relation=relation)
         did.append(f"linked to {link_to} ({relation})")
     layer = infer_layer(bucket, call.config).layer
-    action = "archived" if delete else "restored" if restore else "linked" if link_to and not changes else "edited"
+    action = "archived" if delete else "restored" if restore else "linked" if link_to and not changes else \
+        "plan_status" if plan_change and not changes else "edited"
     text = (f"{action} {bucket_id} · space {space} · {quote(bucket.title)} · layer {layer}: " + "; ".join(did))
     if delete:
         text += (f". Recoverable: trace(bucket_id=\"{bucket_id}\", restore=True) brings it back; "
                  "hard_delete=True would forget it for good")
+    if bucket.type == "plan":
+        text += "\nits history:\n" + "\n".join(history_lines(bucket))
     return Reply(text, {"tool": "trace", "space": space, "bucket_id": bucket_id, "action": action, "done": did,
                         "layer": layer, "bucket": bucket.to_dict()})
+
+
+def history_lines(plan) -> list[str]:
+    """A plan's trace: each change with its time, what it did, and why (a closure names its memory)."""
+    out = []
+    for h in (kind_part(plan, "plan") or {}).get("history") or []:
+        move = f" {h['from']} → {h['to']}" if h.get("from") else f" → {h['to']}" if h.get("to") else ""
+        who = f" by {h['by']}" if h.get("by") else ""
+        out.append(f"- {h['at'][:16]} {h['action']}{move}{who}" + (f": {h['reason']}" if h.get("reason") else ""))
+    return out
+
+
+def _plan_change(call: Call, current, status: str, weight: float) -> dict[str, Any]:
+    """A plan's status and weight, as Ombre-Brain's trace sets them (noted, not errors, on another memory)."""
+    out: dict[str, Any] = {}
+    if current.type != "plan":
+        for name in ("status", "weight"):
+            if call.given(name):
+                call.note(f"{name} applies to plans only; {current.id} is not a plan")
+        return out
+    if status:
+        if status not in PLAN_STATUSES:
+            raise ValidationError(f"expected one of {', '.join(PLAN_STATUSES)}, got {status!r}", field="status")
+        out["status"] = status
+    if weight is not None and weight != -1:
+        if not 0 <= weight <= 1:
+            raise ValidationError(f"expected 0-1 (-1 no change), got {weight}", field="weight")
+        out["weight"] = float(weight)
+    return out
 
 
 def _changes(call: Call, current, args: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -7,48 +7,41 @@ Ombre-Brain's fields map onto ours as the importer maps them (:mod:`ombre_brain.
 sentence is the title; without valence and arousal, the cue words of the text give them (the
 planner's affect rows), else the neutral defaults; the writer hints come from the rule-based
 classifier as for every write. Every memory is validated before any is written.
+
+After a write, every active plan the new memories say happened is closed (the rule is
+:mod:`ombre_brain.kinds.closure`), and the reply names each one. ``grow(content, items)`` keeps
+``content`` as a source record and points each item with ``source_ranges`` at its lines, which
+``source_read`` reads back.
 """
 
 from __future__ import annotations
 
-import re
 import uuid
 from typing import Annotated, Any
 
 from pydantic import Field
 
+from ..buckets import new_id
 from ..errors import NotFoundError, UpstreamError, ValidationError
 from ..memory_layers import infer_layer
 from ..timeutil import iso, now_utc
 from .access import Call
 from .format import Reply, quote
-from .registry import Space, Tags, tool
+from .registry import Space, Tags, tag_list, tool
 from .split import Piece, derive_title, split_by_llm, split_by_rules
 
 __all__ = ["grow", "hold", "memory_fields"]
 
-_TAG_SPLIT = re.compile(r"[,，、;；]")
 HOLD_UNUSED = {
     "media": "media files are not stored; describe them in the content",
     "test_data": "there is no test-data flag; purge test memories with trace(hard_delete=True)",
     "source_content": "the source text is not kept apart; grow(content=…, items=[…]) keeps it as a source record",
-    "source_ranges": "source ranges are not kept",
+    "source_ranges": "hold keeps no source; grow(content=…, items=[{…, source_ranges}]) does",
     "references": "link memories with trace(bucket_id, link_to=…)",
 }
 GROW_UNUSED = {"test_data": HOLD_UNUSED["test_data"]}
 ITEM_KEYS = frozenset({"title", "name", "content", "tags", "importance", "domain", "valence", "arousal",
-                       "why_remembered", "meaning", "quotes", "event_time"})
-
-
-def tag_list(value: Any, field: str) -> list[str]:
-    """Ombre-Brain's comma-separated tags (or a list of strings) as a list."""
-    if value in (None, ""):
-        return []
-    if isinstance(value, str):
-        return [t.strip() for t in _TAG_SPLIT.split(value) if t.strip()]
-    if isinstance(value, list | tuple) and all(isinstance(t, str) for t in value):
-        return [t.strip() for t in value if t.strip()]
-    raise ValidationError("expected comma-separated text or a list of strings", field=field)
+                       "why_remembered", "meaning", "quotes", "event_time", "source_ranges"})
 
 
 def _comments(why: Any, meaning: Any, quotes: Any) -> list[dict]:
@@ -133,6 +126,7 @@ def hold(
     call.unused(HOLD_UNUSED)
     now = now_utc()
     bid = brain.write(space, now=now, **fields)
+    closed = _close_plans(call, space, [bid])
     bucket = brain.get(space, bid)
     layer = infer_layer(bucket, call.config).layer
     fresh = bucket.created == iso(now)
@@ -141,7 +135,34 @@ def hold(
             f"{bucket.importance} · valence {bucket.valence:g} · arousal {bucket.arousal:g}")
     return Reply(text, {"tool": "hold", "space": space, "bucket_id": bid, "created": fresh, "title": bucket.title,
                         "layer": layer, "type": bucket.type, "tags": list(bucket.tags),
-                        "memory_layer": bucket.memory_layer, "memory_subject": bucket.memory_subject})
+                        "memory_layer": bucket.memory_layer, "memory_subject": bucket.memory_subject,
+                        "closed_plans": closed})
+
+
+def _close_plans(call: Call, space: str, ids: list[str]) -> list[dict]:
+    """Close the active plans these new memories say happened (kinds/closure.py), each named in the notes."""
+    closed = call.brain.plans.close_by(space, ids)
+    for c in closed:
+        call.note(f"closed plan {c['plan_id']} ({quote(c['title'])}): {c['reason']} (memory {c['memory_id']}; "
+                  "the plan's history keeps why)")
+    return closed
+
+
+def _ranges(i: int, item: Any, lines: int) -> dict | None:
+    """An item's ``source_ranges`` (1-based, inclusive, within ``lines``) as one ``source_ref`` span."""
+    raw = item.get("source_ranges") if isinstance(item, dict) else None
+    if raw in (None, [], ()):
+        return None
+    where = f"items[{i}].source_ranges"
+    if not lines:
+        raise ValidationError("needs content: the shared source text the ranges point into", field=where)
+    if not isinstance(raw, list) or not all(isinstance(r, list | tuple) and len(r) == 2 and all(
+            isinstance(n, int) and not isinstance(n, bool) for n in r) for r in raw):
+        raise ValidationError("expected [[start, end], …], 1-based line numbers", field=where)
+    for a, b in raw:
+        if not 1 <= a <= b <= lines:
+            raise ValidationError(f"[{a}, {b}] is not within the source's lines 1-{lines}", field=where)
+    return {"start_line": min(a for a, _ in raw), "end_line": max(b for _, b in raw), "spans": len(raw)}
 
 
 def _pieces(call: Call, content: str) -> tuple[list[Piece], str]:
@@ -188,8 +209,19 @@ def grow(
     batch = f"g_{uuid.uuid4().hex[:12]}"
     if items:
         rows, how = [_item(call, i, it) for i, it in enumerate(items)], "items"
-        if content and content.strip():  # Ombre-Brain keeps the text the items came from as hidden evidence
-            rows.append({"title": f"grow source {batch}", "body": content, "type": "source", "tags": ["raw_source"]})
+        shared = content if isinstance(content, str) and content.strip() else ""
+        source_id = new_id()
+        for i, (row, it) in enumerate(zip(rows, items, strict=True)):
+            span = _ranges(i, it, len(shared.splitlines()))
+            if span is not None:  # source_read(bucket_id, title) reads these lines back
+                row["source_ref"] = {"path": f"bucket:{source_id}", "start_line": span["start_line"],
+                                     "end_line": span["end_line"]}
+                if span["spans"] > 1:
+                    call.note(f"items[{i}]: {span['spans']} source ranges kept as one span, lines "
+                              f"{span['start_line']}-{span['end_line']}")
+        if shared:  # Ombre-Brain keeps the text the items came from as hidden evidence
+            rows.append({"id": source_id, "title": f"grow source {batch}", "body": content, "type": "source",
+                         "tags": ["raw_source"]})
     elif isinstance(content, str) and content.strip():
         pieces, how = _pieces(call, content)
         rows = []
@@ -208,6 +240,7 @@ def grow(
         row.update(space=space, tags=[*row.get("tags", []), f"grow_batch:{batch}"])
     call.unused(GROW_UNUSED)
     ids = call.brain.write_many(rows, now=now_utc())
+    closed = _close_plans(call, space, ids)
     memories = [{"bucket_id": bid, "title": row["title"], "type": row.get("type", "dynamic")}
                 for bid, row in zip(ids, rows, strict=True)]
     shown = [m for m in memories if m["type"] != "source"]
@@ -217,4 +250,4 @@ def grow(
     if len(shown) < len(memories):
         lines.append(f"- source record (never recalled on its own): {memories[-1]['bucket_id']}")
     return Reply("\n".join(lines), {"tool": "grow", "space": space, "batch": batch, "cut_by": how,
-                                    "buckets": memories})
+                                    "buckets": memories, "closed_plans": closed})

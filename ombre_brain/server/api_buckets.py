@@ -24,10 +24,18 @@ def _only_bucket_fields(body: dict, extra: frozenset[str] = frozenset()) -> dict
     return body
 
 
+def _no_letter(what: str) -> None:
+    raise ValidationError(f"{what} a letter here: letters are written and locked through /v1/letters (the person's "
+                          "side) or the MCP letter tools (the companion's), which record the side", field="type",
+                          code="letter_route")
+
+
 @bp.post("/v1/buckets")
 def create_bucket():
     body = json_body()
     space = authorize_space(body.get("space"))
+    if body.get("type") == "letter":
+        _no_letter("cannot write")
     bid = get_brain().write(**_only_bucket_fields(body) | {"space": space})
     return jsonify({"id": bid}), 201
 
@@ -68,6 +76,8 @@ def patch_bucket(bucket_id: str):
     body = json_body()
     space = authorize_space(request.args.get("space") or body.get("space"))
     _only_bucket_fields(body)
+    if body.get("type") == "letter" or _bucket_or_404(space, bucket_id).type == "letter":
+        _no_letter("cannot change")
     body.pop("space", None)
     origin = body.pop("origin", None)
     bucket = get_brain().update(space, bucket_id, origin=origin, **body)

@@ -14,12 +14,13 @@ from werkzeug.exceptions import HTTPException
 from ..debug_ui import api_debug, pages
 from ..errors import OmbreError
 from ..mcp import http as mcp_http
-from . import api_buckets, api_facts, api_forget, api_gateway
+from . import api_buckets, api_facts, api_forget, api_gateway, api_letters
 
 log = logging.getLogger("ombre_brain")
 
 # The production /v1 API, the MCP tools at /mcp, then the debug JSON routes and pages (blueprints of the same app).
-BLUEPRINTS = (api_buckets.bp, api_facts.bp, api_gateway.bp, api_forget.bp, mcp_http.bp, api_debug.bp, pages.bp)
+BLUEPRINTS = (api_buckets.bp, api_facts.bp, api_gateway.bp, api_forget.bp, api_letters.bp, mcp_http.bp, api_debug.bp,
+              pages.bp)
 
 
 def create_app(brain, *, env_tokens: dict | None = None) -> Flask:

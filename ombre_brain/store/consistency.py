@@ -14,6 +14,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ..buckets import bucket_from_stored, bucket_id_of, build_moments, moment_text_hash
+from ..kinds.fields import UNINDEXED_TYPES
 from . import changes
 
 if TYPE_CHECKING:
@@ -53,15 +54,16 @@ class Consistency:
 
     def check_space(self, space: str) -> dict:
         """Compare the ledger, Chroma and the lexical index for one space; read-only."""
-        states = {r["id"]: r["state"] for r in self.ledger.query("SELECT id, state FROM buckets WHERE space = ?",
-                                                                 (space,))}
+        rows = self.ledger.query("SELECT id, state, type FROM buckets WHERE space = ?", (space,))
+        states = {r["id"]: r["state"] for r in rows}
+        unindexed = {r["id"] for r in rows if r["type"] in UNINDEXED_TYPES}  # letters, plans, self entries: no moments
         committed = {b for b, s in states.items() if s == "committed"}
         rows = self.ledger.query("SELECT id, bucket_id, text FROM moments WHERE space = ?", (space,))
         ledger_text = {r["id"]: r["text"] for r in rows if r["bucket_id"] in committed}
         with_moments = {r["bucket_id"] for r in rows}
         chroma_ids = set(self.chroma.all_ids(space))
         missing = sorted(set(ledger_text) - chroma_ids)
-        without = committed - with_moments
+        without = committed - with_moments - unindexed
         # Chroma ids of unfinished buckets are the reconcile's; those of buckets whose moment rows are being
         # rebuilt are theirs again afterwards: neither is an orphan.
         orphans = sorted(i for i in chroma_ids - set(ledger_text)

@@ -25,6 +25,7 @@ from ..errors import NotFoundError, ValidationError
 from ..facts import store as facts_store
 from ..forget import purge
 from ..gateway import jobs, sessions
+from ..kinds import migrate as kinds_migrate
 from ..store.chroma import ChromaBackend
 from ..store.ledger import LEDGER_FILE, Ledger, SqliteLedger, open_ledger
 from ..store.ledger.base import is_postgres_url
@@ -32,7 +33,7 @@ from ..store.ledger.transfer import copy_ledger, filled_tables
 from ..store.schema import ensure_store_schema, recorded_store_id, space_names, store_id
 
 SCHEMAS = (ensure_store_schema, sessions.ensure_tables, jobs.ensure_tables, facts_store.ensure_tables,
-           purge.ensure_tables, dream_engine.ensure_tables)
+           purge.ensure_tables, dream_engine.ensure_tables, kinds_migrate.ensure_tables)
 
 
 def install_schemas(ledger: Ledger) -> None:

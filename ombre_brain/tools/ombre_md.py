@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone, tzinfo
@@ -39,6 +40,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..buckets import Bucket, bucket_from_dict, validate_space
 from ..errors import OmbreError, ValidationError
+from ..kinds.anchors import ANCHOR_LIMIT
+from ..kinds.fields import kind_part
+from ..kinds.letters import is_sealed
 from ..timeutil import coerce_time
 from .ombre_md_map import (
     BUCKET_ROOTS,
@@ -278,7 +282,27 @@ def import_ombre_md(brain, folder: str | Path, *, space: str, naive_tz: tzinfo =
         report.notes.append(f"{naive} time(s) without a UTC offset were read as {zone} (Ombre-Brain writes its "
                             "server's local time; pass --tz if that was another zone)")
     apply_buckets(brain, space, items, report, progress)
+    _kinds_note(brain, space, [b for _, b in items], report)
     return report
+
+
+def _kinds_note(brain, space: str, buckets: list[Bucket], report: ImportReport) -> None:
+    """Say what became letters, plans and self entries, and what the anchor cap means for this space."""
+    now = datetime.now(timezone.utc)
+    letters = [b for b in buckets if b.type == "letter"]
+    plans = Counter((kind_part(b, "plan") or {}).get("status") for b in buckets if b.type == "plan")
+    stages = Counter((kind_part(b, "self") or {}).get("stage") for b in buckets if kind_part(b, "self"))
+    if letters or plans or stages:
+        report.notes.append(
+            f"kinds: {len(letters)} letter(s) ({sum(1 for b in letters if is_sealed(b, now))} sealed now), "
+            f"{sum(plans.values())} plan(s) ({', '.join(f'{s} {n}' for s, n in sorted(plans.items())) or 'none'}), "
+            f"self entries: {stages.get('formal', 0)} formal, {stages.get('candidate', 0)} candidate(s), "
+            f"{stages.get('promoted', 0)} promoted candidate(s)")
+    anchors = len(brain.anchors.anchored(space)) if hasattr(brain, "anchors") else 0
+    if anchors > ANCHOR_LIMIT:
+        report.notes.append(f"{anchors} anchors in space {space}: all were imported, above Ombre-Brain's cap of "
+                            f"{ANCHOR_LIMIT}; they stay anchors, and anchor() refuses new ones until "
+                            f"{anchors - ANCHOR_LIMIT + 1} are released")
 
 
 def _map_live(copies: list[_Copy], brain, space: str, naive_tz: tzinfo, report: ImportReport,

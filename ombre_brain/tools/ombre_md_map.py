@@ -11,17 +11,17 @@ server-local), a blank line, then the body verbatim. The mapping:
   line (plans and feels have only the timestamp as their name).
 - ``tags`` without Ombre-Brain's system tags (``__feel__``, ``__plan__``…), plus one
   ``domain:<d>`` tag per domain (the placeholder 未分类 dropped).
-- ``type``: dynamic, permanent and feel keep their name. A letter becomes a ``journal`` (a
-  source record, never recalled: Ombre-Brain shows letters only through its letter tools). A plan
-  becomes ``dynamic`` with ``plan_status:<status>``; a resolved or abandoned plan is resolved.
+- ``type``: dynamic, permanent and feel keep their name. A letter, a plan and a formal ``I``
+  entry become our kinds (``letter``, ``plan``, ``self``) with their own fields, lock and status
+  included (:mod:`.ombre_md_kinds`); an ``I`` candidate stays dynamic with its self-model fields.
   ``type: archived`` (forgotten by decay) is archived, its kind recovered from its system tags,
-  ``source_tool`` or domain. Any other type becomes ``dynamic``; every non-native kind is kept as
-  a tag ``ombre_type:<kind>``. Without a type, the top folder decides.
+  ``source_tool`` or domain. Any other type becomes ``dynamic``, kept as a tag
+  ``ombre_type:<kind>``. Without a type, the top folder decides.
 - The flags ``pinned``, ``protected``, ``anchor``, ``resolved``, ``digested``, ``archived`` and
   ``dont_surface`` (never surface it: every gate refuses it); a file under the top ``archive/``
   folder is archived.
-- ``valence``, ``arousal``, ``importance``; a plan's ``weight`` (0–1: how heavily it weighs),
-  or the weight of a file without importance, becomes importance ``round(weight × 10)``;
+- ``valence``, ``arousal``, ``importance``; the ``weight`` of a file without importance becomes
+  importance ``round(weight × 10)`` (a plan keeps its weight as ``kind_fields.plan.weight``);
   ``activation_count`` is rounded (Ombre-Brain's ripple adds 0.3).
 - ``created``, ``last_active``, ``event_time`` (and a non-upstream ``updated``); times without
   an offset are read in ``naive_tz``. Ombre-Brain writes naive server-local time, so pass the
@@ -48,6 +48,7 @@ import yaml
 
 from ..config_yaml import load_yaml_text
 from ..timeutil import coerce_time
+from .ombre_md_kinds import KIND_KEYS, kind_mapping
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
 _STEM_ID_RE = re.compile(r"_([0-9a-f]{12})$")
@@ -58,10 +59,9 @@ NATIVE_TYPES = ("dynamic", "permanent", "feel")
 KIND_FOLDERS = {"permanent": "permanent", "feel": "feel", "plans": "plan", "letters": "letter"}
 BUCKET_ROOTS = ("dynamic", "permanent", "archive", "feel", "plans", "letters")
 OMBRE_FLAGS = ("pinned", "protected", "anchor", "resolved", "digested", "archived", "dont_surface")
-CLOSED_PLAN = frozenset({"resolved", "abandoned"})
 OMBRE_MAPPED = frozenset({"id", "name", "title", "tags", "domain", "valence", "arousal", "importance", "weight",
                           "type", "status", "created", "last_active", "updated", "event_time", "activation_count",
-                          "comments", "why_remembered", "meaning", *OMBRE_FLAGS})
+                          "comments", "why_remembered", "meaning", *OMBRE_FLAGS, *KIND_KEYS})
 DELETED_TIMES = ("deleted_at", "tombstoned_at", "erased_at")
 DELETED_FLAGS = ("tombstone", "deleted", "physical_erasure")
 DELETED_STATUS = frozenset({"deleted", "tombstone", "erased"})
@@ -312,30 +312,28 @@ def map_fields(fm: dict, body: str, *, rel: str, stem: str, space: str, naive_tz
     flags = {f: _flag(fm.get(f), f) for f in OMBRE_FLAGS}
     if top_folder(rel) == "archive" or str(fm.get("type") or "").strip().lower() == "archived":
         flags["archived"] = True
-    btype = kind if kind in NATIVE_TYPES else "journal" if kind == "letter" else "dynamic"
-    if kind not in NATIVE_TYPES:
-        tags.append(f"ombre_type:{kind}")
-    status = fm.get("status")
-    if kind == "plan" and isinstance(status, str) and status.strip():
-        tags.append(f"plan_status:{status.strip().lower()}")
-        flags["resolved"] = flags["resolved"] or status.strip().lower() in CLOSED_PLAN
-    seen: set[str] = set()
-    tags = [t for t in tags if not (t.lower() in seen or seen.add(t.lower()))]
     created = _time(fm.get("created"), "created", naive_tz)
     if created is None and mtime is not None:  # the file's own time, so a second run maps it the same
         created = datetime.fromtimestamp(int(mtime), timezone.utc).isoformat()
+    ktype, kfields, tags = kind_mapping(kind, fm, tags, naive_tz=naive_tz, when=_time, created=created)
+    btype = ktype or (kind if kind in NATIVE_TYPES else "dynamic")
+    if ktype is None and kind not in NATIVE_TYPES:
+        tags.append(f"ombre_type:{kind}")
+    seen: set[str] = set()
+    tags = [t for t in tags if not (t.lower() in seen or seen.add(t.lower()))]
     last_active = _time(fm.get("last_active"), "last_active", naive_tz) or created
     data: dict[str, Any] = {
         "id": bid, "space": space, "title": title, "body": body, "tags": tags, "type": btype,
         "source": f"ombre-md:{bid}", "origin": "user", **flags,
         "comments": _comments(fm.get("comments"), naive_tz) + _reasons(fm),
+        **({"kind_fields": kfields} if kfields else {}),
     }
     for key, lo, hi, integer in (("valence", 0, 1, False), ("arousal", 0, 1, False), ("importance", 1, 10, True)):
         v = _number(fm.get(key), key, lo, hi, integer)
         if v is not None:
             data[key] = v
     weight = _number(fm.get("weight"), "weight", 0, 1)
-    if weight is not None and (kind == "plan" or "importance" not in data):
+    if weight is not None and "importance" not in data:  # a plan keeps its weight in kind.plan
         data["importance"] = min(10, max(1, round(weight * 10)))
     count = _number(fm.get("activation_count"), "activation_count", 0, 10**9)
     if count is not None:

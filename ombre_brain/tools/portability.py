@@ -18,7 +18,8 @@ surface stays unsurfaced after a restore; an export without it reads as false).
 
 An import checks every line before it writes anything and names each bad line; it keeps ids,
 so importing the same file again changes nothing (identical buckets are skipped, differing
-ones are replaced by the file's version). ``--space`` imports into another space.
+ones are replaced by the file's version). ``--space`` imports into another space, except a sealed
+letter: its words stay in the space whose sides it belongs to until its lock opens.
 
 Migration from Ombre-Brain's markdown buckets (``--from ombre-md``) lives in :mod:`.ombre_md`.
 """
@@ -38,6 +39,7 @@ from typing import IO
 
 from ..buckets import Bucket, bucket_from_dict, validate_space
 from ..errors import ConflictError, NotFoundError, OmbreError, ValidationError
+from ..kinds.letters import is_sealed
 from ..store.edges import RELATIONS
 
 FORMAT = "ombre-brain-export"
@@ -419,7 +421,12 @@ def import_jsonl(brain, path: str | Path, *, space: str | None = None,
     model = parsed.header.get("model_id")
     if parsed.buckets and model and model != brain.embedder.model_id:
         report.notes.append(f"exported with {model}; re-embedded with {brain.embedder.model_id}")
-    refused_ids = apply_buckets(brain, target, [(f"line {n}", b) for n, b in parsed.buckets], report, progress)
+    crossing, now = target != parsed.header["space"], datetime.now(timezone.utc)
+    sealed = {b.id for _, b in parsed.buckets if crossing and is_sealed(b, now)}  # a sealed letter stays in its space
+    report.refused += [Problem(f"line {n}", f"letter {b.id!r} is sealed: it is not copied into another space while "
+                                            "its lock holds") for n, b in parsed.buckets if b.id in sealed]
+    refused_ids = sealed | apply_buckets(brain, target, [(f"line {n}", b) for n, b in parsed.buckets
+                                                         if b.id not in sealed], report, progress)
     brain.store.add_claims(target, [(bid, src) for bid, srcs in parsed.claims.items() if bid not in refused_ids
                                     for src in srcs if not src or not brain.forget.is_suppressed(
                                         target, brain.forget.source_digest(target, src))])

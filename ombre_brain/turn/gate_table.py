@@ -80,6 +80,13 @@ GATES.register(GateSpec(
     }))
 
 GATES.register(GateSpec(
+    "anchor", frozenset({"recent"}),
+    fn=lambda x: GateResult(False, "anchor_only_when_asked") if x.bucket.anchor else None,
+    doc="An anchor (the anchor flag, at most 24 per space) is found by search and never surfaces unasked.",
+    reasons={"anchor_only_when_asked": "an anchor is a coordinate: search finds it, it never surfaces unasked "
+                                       "(Recent Context, breath)"}))
+
+GATES.register(GateSpec(
     "weather", frozenset({"weather"}), primary=frozenset({"weather"}),
     fn=lambda x: G.weather_gate(x.plan, x.bucket, x.layer, x.state, x.cfg),
     doc="May this relationship weather colour the turn? Interval and age gated; skips do not stop it.",
