@@ -3,7 +3,8 @@
 Keeping Brain thin (txtai's Embeddings style) means the CLI, the HTTP app, the MCP server and
 the tests all call the same few methods, while each capability lives in its own wing: the store
 (``store/``), recall (``retrieval/`` and ``turn/``), the gateway (``gateway/``), dreams
-(``dream/``), facts (``facts/``) and forgetting (``forget/``). None of them imports Brain; they
+(``dream/``), facts (``facts/``), forgetting (``forget/``) and the kinds read through their own tools
+(``kinds/``: ``Brain.letters``, ``plans``, ``anchors``, ``self_model``). None of them imports Brain; they
 receive the store, the config and the other parts they use when Brain is opened.
 """
 

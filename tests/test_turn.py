@@ -158,7 +158,7 @@ def test_turn_object_shape(brain):
             assert {"bucket_id", "moment_id", "shape", "text", "layer", "layer_debug", "runtime_gate"} <= set(it)
             if it["bucket_id"]:
                 gates = it["runtime_gate"]
-                assert {"direct_seed", "recall_context", "related_target", "recent_context", "weather",
+                assert {"direct_seed", "recall_context", "related_target", "recent_context", "anchor", "weather",
                         "topic_evidence", "cooldown", "decision", "section", "reason"} == set(gates)
                 assert set(it["layer_debug"]) == {"layer", "writer_hint", "signals", "policy"}
 

@@ -9,6 +9,11 @@ the memory is forgotten everywhere and the reply carries the signed receipt, whi
 One call makes one change of state: an edit (``Brain.update``, one atomic write of every field
 given), a link (``Brain.link``), or a purge (``Brain.purge``). Everything is validated before
 anything is written, so a bad argument never leaves half an edit behind.
+
+On a plan, ``status`` and ``weight`` change it as Ombre-Brain's trace does (each a line of the
+plan's history, which the reply shows). ``anchor=1`` passes the cap of 24 anchors per space that
+``anchor()`` keeps. A letter is refused: its words never change, and only ``letter_lock_update``
+changes its lock.
 """
 
 from __future__ import annotations
