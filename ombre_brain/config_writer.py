@@ -49,6 +49,7 @@ class WriterModelConfig:
     """The learned write decision (``ingest.extractor: model``; docs/design.md §7.4)."""
 
     id: str = "wd-e5s-use3-1"  # weights shipped as ombre_brain/writing/models/<id>.npz and .json
+    path: str | None = None    # a directory of fitted models (fit-writer --out); None: the package's
     threshold: float = field(default=0.5, metadata=_rng(0, 1))               # user side: P(worth keeping)
     relationship_threshold: float = field(default=0.5, metadata=_rng(0, 1))  # relationship side: P(a lesson)
     join_similarity: float = field(default=0.75, metadata=_rng(0, 1.01))     # a repeat joins the stored memory

@@ -9,6 +9,7 @@ and the rule writer decides instead (docs/design.md §7.4): memory keeps being w
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -18,7 +19,7 @@ from typing import Any
 from ..config import Config
 from ..errors import ConfigError
 from ..timeutil import parse_iso
-from .compose import compose
+from .compose import compose, split_sides
 from .decision import Verdict, decide
 from .drafts import Draft
 from .exchange import Exchange
@@ -56,7 +57,7 @@ class LearnedDecision:
         with self._lock:
             if self._model is None and self._unusable is None:
                 try:
-                    model = load_model(self.cfg.id)
+                    model = load_model(self.cfg.id, self.cfg.path)
                     enc = self._encoders()
                     why = missing_encoder(model, enc)
                 except ConfigError as exc:
@@ -89,7 +90,16 @@ class LearnedDecision:
         return [bool(p >= self.cfg.relationship_threshold) for p in p_rel]
 
     def drafts(self, ex: Exchange) -> tuple[list[Draft], Verdict]:
+        """The verdict and its drafts. A message whose lesson outweighs the rest ("我不吃香菜。以后你推荐菜
+        别给我推带香菜的") gets a second look: its sentences that are not the lesson are judged alone for the
+        user side."""
         verdict, row = self.judge(ex)
+        if verdict.relationship and verdict.user_layer is None and verdict.reason == "model":
+            parts = split_sides(ex.user, self.is_lesson)
+            if parts is not None:
+                rest, _ = self.judge(dataclasses.replace(ex, user=parts[0]))
+                if rest.user_layer is not None:
+                    verdict = dataclasses.replace(verdict, user_layer=rest.user_layer, p_keep=rest.p_keep)
         at = parse_iso(ex.at) or datetime.now().astimezone()
         return compose(ex, verdict, row, at, asked=asked_before(ex), is_lesson=self.is_lesson), verdict
 
