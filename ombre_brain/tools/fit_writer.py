@@ -38,7 +38,7 @@ from .eval_inject import expected_calibration_error
 
 __all__ = ["Labelled", "fit_writer", "format_fit", "load_labelled"]
 
-L2 = 10.0
+L2 = 100.0
 SWEEP = (0.3, 0.4, 0.5, 0.6, 0.7)
 
 
