@@ -9,6 +9,7 @@ or named in the notes), and the anchor cap's 25th is a clear tool error.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import anyio
@@ -22,6 +23,7 @@ from ombre_brain.kinds.anchors import ANCHOR_LIMIT
 from ombre_brain.mcp.access import Access
 from ombre_brain.mcp.registry import TOOLS
 from ombre_brain.mcp.server import build_server
+from ombre_brain.timeutil import now_utc
 
 from .test_mcp import CONFIG, SPACE_A, TOKENS, ServeProcess, _http_client, _stdio_client
 
@@ -47,9 +49,10 @@ OMBRE = {
     "letter_lock_update": {"letter_id", "lock_type", "unlock_date"}, "anchor": {"bucket_id"}, "release": {"bucket_id"},
     "I": {"content", "aspect", "read", "limit", "promote"},
 }
-NOTED = {"hold": {"meaning", "media", "test_data"}, "trace": {"meaning_replace", "media_append", "media_replace"},
-         "pulse": {"include_archive"}, "dream": {"window_hours", "inspiration"}}
-"""Accepted and named in a reply's notes rather than advertised: they mean nothing here (README's table says why)."""
+NOTED = {"hold": {"media": ["河边.jpg"], "test_data": True},
+         "trace": {"meaning_replace": "新的含义", "media_append": ["a.jpg"], "media_replace": ["b.jpg"]},
+         "pulse": {"include_archive": True}, "dream": {"inspiration": True}}
+"""Listed like every other but meaning nothing here: a reply names each one sent (README's table says why)."""
 REQUIRED = {"breath_search": ["query"], "source_read": ["bucket_id", "expected_title"], "plan": ["content"],
             "letter_write": ["author", "content"], "letter_lock_update": ["letter_id", "lock_type"],
             "anchor": ["bucket_id"], "release": ["bucket_id"], "hold": ["content"], "trace": ["bucket_id"]}
@@ -59,8 +62,7 @@ SOURCE = "第一行：早上一起跑步。\n第二行：跑完去吃了豆浆�
 def test_every_ombre_brain_parameter_is_accepted():
     for name, params in OMBRE.items():
         spec = TOOLS[name]
-        assert params <= spec.declared | spec.hidden, (name, params - spec.declared - spec.hidden)
-        assert params - NOTED.get(name, set()) <= spec.declared, name
+        assert params <= spec.declared, (name, params - spec.declared)
 
 
 def _seed(root: Path) -> dict:
@@ -84,7 +86,7 @@ async def scenario(client) -> None:
     assert [t.name for t in listed] == ORDER
     schemas = {t.name: t.input_schema for t in listed}
     for name, params in OMBRE.items():
-        assert params - NOTED.get(name, set()) <= set(schemas[name].get("properties", {})), name
+        assert params <= set(schemas[name].get("properties", {})), (name, params - set(schemas[name]["properties"]))
         assert schemas[name].get("required", []) == REQUIRED.get(name, []), name
 
     _, data, text = await _tool(client, "breath", {})  # the newest formal self entries start the session
@@ -105,6 +107,9 @@ async def scenario(client) -> None:
     _, data, text = await _tool(client, "hold", {"content": "她今天给妈妈打了电话，聊了很久。"})
     assert [c["plan_id"] for c in data["closed_plans"]] == ["b20000000001"] and "closed plan b20000000001" in text
     held = data["bucket_id"]
+    _, data, text = await _tool(client, "breath_search", {"query": "b20000000001"})  # the plan's trace says why
+    assert data["items"][0]["plan"]["status"] == "resolved" and "plan resolved" in text
+    assert f"status active → resolved by {held}: closed by {held}: it says 妈妈, 打电话" in text
 
     _, data, _ = await _tool(client, "grow", {"content": SOURCE, "items": [
         {"title": "一起跑步", "content": "早上一起跑步，跑完吃了豆浆油条。", "source_ranges": [[1, 2]]},
@@ -212,3 +217,40 @@ def test_the_twenty_fifth_anchor_is_a_clear_tool_error(brain):
                                            f"{ANCHOR_LIMIT} anchors and the cap is {ANCHOR_LIMIT}; release(bucket_id)")
     assert via_trace.is_error and via_trace.structured_content["error"]["code"] == "anchor_cap"
     assert not brain.get(SPACE_A, ids[-1]).anchor
+
+
+def test_parameters_that_mean_nothing_here_are_named_in_the_reply(brain):
+    server = build_server(brain, space=SPACE_A, stdio=Access("*"))
+    bid = brain.write(SPACE_A, title="河边", body="傍晚在河边走了很久。")
+    base = {"hold": {"content": "河边的风很大。"}, "trace": {"bucket_id": bid, "importance": 6}, "pulse": {},
+            "dream": {}}
+
+    async def go():
+        async with Client(server.server) as client:
+            return {(name, param): await client.call_tool(name, {**base[name], param: value})
+                    for name, params in NOTED.items() for param, value in params.items()}
+
+    for (name, param), r in anyio.run(go).items():
+        assert not r.is_error, (name, param, r.content[0].text)
+        assert any(n.startswith(f"{param} is accepted for Ombre-Brain compatibility and not used here: ")
+                   for n in r.structured_content["notes"]), (name, param, r.structured_content.get("notes"))
+
+
+def test_dream_window_hours_is_the_window_it_dreams_from(brain):
+    server = build_server(brain, space=SPACE_A, stdio=Access("*"))
+    then = (now_utc() - timedelta(hours=5)).isoformat()
+    for i, text in enumerate(("早上去爬山。", "中午吃了面。", "晚上看了电影。")):
+        brain.write(SPACE_A, title=f"第{i}件事", body=text, created=then)
+
+    async def go():
+        async with Client(server.server) as client:
+            return [await client.call_tool("dream", args) for args in (
+                {"window_hours": 337}, {"window_hours": 0.5}, {"window_hours": 4}, {"window_hours": 6})]
+
+    too_long, not_hours, four, six = anyio.run(go)
+    for bad in (too_long, not_hours):
+        assert bad.is_error and bad.structured_content["error"]["code"] == "invalid"
+        assert "window_hours" in bad.content[0].text
+    assert too_long.content[0].text.startswith("Error (invalid): window_hours: expected 1-336 hours")
+    assert four.structured_content["reason"] == "too_little_material" and "in the last 4 h" in four.content[0].text
+    assert six.structured_content["reason"] == "dreamed" and len(six.structured_content["material"]) == 3

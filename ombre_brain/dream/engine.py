@@ -131,25 +131,26 @@ class DreamEngine:
         """Compose and store one dream; its id, or None (the reason is logged)."""
         return self.run(space, now=now).dream_id
 
-    def run(self, space: str, now: datetime | str | None = None) -> DreamRun:
-        """One dream run with its report (the CLI prints it)."""
+    def run(self, space: str, now: datetime | str | None = None, window_hours: float | None = None) -> DreamRun:
+        """One dream run with its report (the CLI prints it); ``window_hours`` overrides ``dream.window_hours``."""
         validate_space(space)
         now = parse_time(now, "now") if now is not None else now_utc()
         cfg = self.cfg
+        window = cfg.window_hours if window_hours is None else float(window_hours)
         if cfg.probability < 1.0:
             draw = random.Random(f"{space}|{now.isoformat()}").random()  # reproducible for a given --now
             if draw >= cfg.probability:
                 return self._said(space, DreamRun(None, "probability",
                                                   f"no dream this time: drew {draw:.3f} against dream.probability "
                                                   f"{cfg.probability:g}"))
-        recent = self._recent(space, now)
-        material = choose_material(recent, now, cfg.window_hours, cfg.max_material)
+        recent = self._recent(space, now, window)
+        material = choose_material(recent, now, window, cfg.max_material)
         if len(material) < cfg.min_material:
             return self._said(space, DreamRun(
                 None, "too_little_material",
-                f"too little material: {len(recent)} memories in the last {cfg.window_hours:g} h, and "
+                f"too little material: {len(recent)} memories in the last {window:g} h, and "
                 f"dream.min_material is {cfg.min_material}; nothing was written"))
-        echo = self._echo(space, material, now)
+        echo = self._echo(space, material, now, window)
         sources = [m.bucket for m in material] + ([echo.bucket] if echo is not None else [])
         ids = [b.id for b in sources]
         if self._last_sources(space) == set(ids):
@@ -186,9 +187,9 @@ class DreamEngine:
         return not (bucket.dont_surface or bucket.anchor) and \
             infer_layer(bucket, self.config).layer not in NO_MATERIAL_LAYERS
 
-    def _recent(self, space: str, now: datetime) -> list[Bucket]:
+    def _recent(self, space: str, now: datetime, window: float) -> list[Bucket]:
         """Buckets created or active in the window (and not after ``now``) that may feed a dream."""
-        start = now - timedelta(hours=self.cfg.window_hours)
+        start = now - timedelta(hours=window)
         out = []
         for b in self.store.list(space, limit=1000, since=(start - TZ_SLACK).isoformat()):
             times = [t for t in (b.created_dt(), b.last_active_dt()) if t <= now]
@@ -196,10 +197,10 @@ class DreamEngine:
                 out.append(b)
         return out
 
-    def _echo(self, space: str, material: Sequence[Material], now: datetime) -> Material | None:
+    def _echo(self, space: str, material: Sequence[Material], now: datetime, window: float) -> Material | None:
         """One older bucket sharing tags or topic terms with the material (found lexically, then by scan)."""
         store = self.store
-        start = now - timedelta(hours=self.cfg.window_hours)
+        start = now - timedelta(hours=window)
         mat = [m.bucket for m in material]
         mat_ids = {b.id for b in mat}
         tokens = list(dict.fromkeys(t for b in mat for t in self.tokenize(f"{b.title} {' '.join(b.tags)}")))

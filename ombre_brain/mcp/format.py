@@ -24,7 +24,7 @@ from ..turn.gate_table import describe
 from ..turn.render import render_markdown
 from ..turn.sections import Turn
 
-__all__ = ["Reply", "bucket_brief", "plan_lines", "quote", "self_lines", "turn_view"]
+__all__ = ["Reply", "bucket_brief", "history_lines", "plan_lines", "quote", "self_lines", "turn_view"]
 
 MAX_KEPT_OUT = 10        # kept-out memories named in the text
 MAX_KEPT_OUT_DATA = 50   # ... and in the structured content
@@ -131,6 +131,16 @@ def plan_lines(plans, *, history: bool = False) -> list[str]:
         last = (f.get("history") or [{}])[-1]
         if history and last.get("reason"):
             out.append(f"  {last['at'][:16]}: {last['reason']}")
+    return out
+
+
+def history_lines(plan) -> list[str]:
+    """A plan's trace: each change with its time, what it did, and why (a closure names its memory)."""
+    out = []
+    for h in (kind_part(plan, "plan") or {}).get("history") or []:
+        move = f" {h['from']} → {h['to']}" if h.get("from") else f" → {h['to']}" if h.get("to") else ""
+        who = f" by {h['by']}" if h.get("by") else ""
+        out.append(f"- {h['at'][:16]} {h['action']}{move}{who}" + (f": {h['reason']}" if h.get("reason") else ""))
     return out
 
 

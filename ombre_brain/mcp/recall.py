@@ -17,11 +17,12 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from ..errors import ValidationError
+from ..kinds.fields import kind_part
 from ..memory_layers import infer_layer
 from ..turn.conversation import context_messages
 from .access import Call
 from .exact import exact_rows, exact_search, phrases
-from .format import Reply, bucket_brief, quote, self_lines, turn_view
+from .format import Reply, bucket_brief, history_lines, quote, self_lines, turn_view
 from .registry import Space, tool
 
 __all__ = ["breath", "breath_search"]
@@ -113,9 +114,12 @@ def breath_search(
         text = (f"breath_search · space {space}: {quote(query)} is the id of a memory (layer {brief['layer']}"
                 f"{', archived' if exact.archived else ''}, found by its id).\n\n{call.config.render.framing_line}\n\n"
                 + "\n".join(f"> {line}" for line in _lines(exact.title, exact.body)))
-        return Reply(text, {"tool": "breath_search", "space": space, "found_by": "bucket_id",
-                            "items": [{**brief, "text": exact.body,
-                                       "layer_debug": infer_layer(exact, call.config).to_dict()}],
+        item = {**brief, "text": exact.body, "layer_debug": infer_layer(exact, call.config).to_dict()}
+        if exact.type == "plan":  # a plan's trace: its status, and each change with why (a closure names its memory)
+            item["plan"] = kind_part(exact, "plan") or {}
+            text += (f"\n\nplan {item['plan'].get('status', 'active')} · weight {item['plan'].get('weight', 0.5):g}; "
+                     "its history:\n" + "\n".join(history_lines(exact)))
+        return Reply(text, {"tool": "breath_search", "space": space, "found_by": "bucket_id", "items": [item],
                             "kept_out": []})
     wanted, _rest = phrases(query)
     if wanted:

@@ -1,8 +1,8 @@
 """``dream`` and ``pulse``: the dream engine, and a report on a space (DESIGN §15, §19).
 
-``dream`` runs the dream engine, then, as Ombre-Brain's dream does, shows the self-model
-candidates still settling (recording today's UTC date on each one shown: a candidate is promoted
-after dreams on three dates) and, at its end, every active plan.
+``dream`` runs the dream engine (over ``window_hours`` when given), then, as Ombre-Brain's dream
+does, shows the self-model candidates still settling (recording today's UTC date on each one
+shown: a candidate is promoted after dreams on three dates) and, at its end, every active plan.
 
 ``pulse`` is a status page for a model: how many memories of each layer the space holds (layers
 as :func:`~ombre_brain.memory_layers.infer_layer` decides them, at read time), the newest
@@ -13,7 +13,11 @@ the memory-writing jobs still waiting, the embedder, and the last dream.
 from __future__ import annotations
 
 from collections import Counter
+from typing import Annotated
 
+from pydantic import Field
+
+from ..errors import ValidationError
 from ..kinds.anchors import ANCHOR_LIMIT
 from ..memory_layers import infer_layer
 from ..timeutil import now_utc
@@ -24,20 +28,29 @@ from .registry import Space, tool
 __all__ = ["dream", "pulse"]
 
 JOB_STATES = ("pending", "running", "failed", "dead")
-DREAM_UNUSED = {"window_hours": "the dream engine reads dream.window_hours from the config",
-                "inspiration": "dreams are composed from memory alone"}
+DREAM_UNUSED = {"inspiration": "dreams are composed from memory alone"}
 PULSE_UNUSED = {"include_archive": "archived memories are always counted, as the archive layer"}
+MAX_WINDOW_HOURS = 336  # Ombre-Brain's bound: two weeks
 MAX_JOBS_SCAN = 10000
 
 
-@tool("Dream: weave recent memories (and one older echo) into a dream that may surface later.",
-      hidden=DREAM_UNUSED)
-def dream(call: Call, space: Space = None) -> Reply:
+@tool("Dream: weave recent memories (and one older echo) into a dream that may surface later.")
+def dream(
+    call: Call,
+    window_hours: Annotated[int, Field(description=f"the hours of recent memories to dream from, 1-{MAX_WINDOW_HOURS}; "
+                                                   "0 = dream.window_hours from the config")] = 0,
+    inspiration: Annotated[bool, Field(description="Ombre-Brain's; not used here: "
+                                                   + DREAM_UNUSED["inspiration"])] = False,
+    space: Space = None,
+) -> Reply:
     """Run the dream engine once (``ombre-brain dream run``); a dreamless run says why and is not an error."""
     space = call.space(space)
+    if not isinstance(window_hours, int) or not (window_hours == 0 or 1 <= window_hours <= MAX_WINDOW_HOURS):
+        raise ValidationError(f"expected 1-{MAX_WINDOW_HOURS} hours (0 = dream.window_hours from the config), "
+                              f"got {window_hours!r}", field="window_hours")
     call.unused(DREAM_UNUSED)
     brain = call.brain
-    run = brain.dream_engine.run(space)
+    run = brain.dream_engine.run(space, window_hours=window_hours or None)
     data = {"tool": "dream", "space": space, **run.to_dict()}
     if run.dream_id is None:
         text = f"no dream · space {space}: {run.message}"
@@ -62,8 +75,13 @@ def dream(call: Call, space: Space = None) -> Reply:
 
 
 @tool("The state of memory: counts by layer, the newest memories, pending jobs, the embedder, the last dream.",
-      read_only=True, hidden=PULSE_UNUSED)
-def pulse(call: Call, space: Space = None) -> Reply:
+      read_only=True)
+def pulse(
+    call: Call,
+    include_archive: Annotated[bool, Field(description="Ombre-Brain's; not used here: "
+                                                      + PULSE_UNUSED["include_archive"])] = False,
+    space: Space = None,
+) -> Reply:
     """How the space is doing: counts by layer, the newest memories, pending jobs, the embedder, the last dream."""
     space = call.space(space)
     call.unused(PULSE_UNUSED)

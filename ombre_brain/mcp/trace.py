@@ -24,15 +24,15 @@ from pydantic import Field
 
 from ..errors import NotFoundError, ValidationError
 from ..forget.purge import answer
-from ..kinds.fields import PLAN_STATUSES, kind_part
+from ..kinds.fields import PLAN_STATUSES
 from ..memory_layers import infer_layer
 from ..store.edges import RELATIONS
 from ..timeutil import now_utc
 from .access import Call
-from .format import Reply, quote
+from .format import Reply, history_lines, quote
 from .registry import Flag, Space, Tags, tag_list, tool
 
-__all__ = ["history_lines", "trace"]
+__all__ = ["trace"]
 
 FLAGS = ("pinned", "protected", "anchor", "resolved", "digested")
 DELETED_TAG = "ombre:deleted"
@@ -86,6 +86,12 @@ def trace(
                                                "old_version, conflict")] = "relates_to",
     why_remembered: str = "",
     meaning_append: str = "",
+    meaning_replace: Annotated[str | None, Field(description="Ombre-Brain's; not used here: "
+                                                             + TRACE_UNUSED["meaning_replace"])] = None,
+    media_append: Annotated[Any, Field(description="Ombre-Brain's; not used here: "
+                                                   + TRACE_UNUSED["media_append"])] = None,
+    media_replace: Annotated[Any, Field(description="Ombre-Brain's; not used here: "
+                                                    + TRACE_UNUSED["media_replace"])] = None,
     event_time: Annotated[str, Field(description="ISO-8601 with offset; \\clear removes it")] = "",
     status: Annotated[str, Field(description="a plan's status: active, resolved or abandoned")] = "",
     weight: Annotated[float, Field(description="a plan's weight, 0-1; -1 no change")] = -1,
@@ -147,16 +153,6 @@ def trace(
         text += "\nits history:\n" + "\n".join(history_lines(bucket))
     return Reply(text, {"tool": "trace", "space": space, "bucket_id": bucket_id, "action": action, "done": did,
                         "layer": layer, "bucket": bucket.to_dict()})
-
-
-def history_lines(plan) -> list[str]:
-    """A plan's trace: each change with its time, what it did, and why (a closure names its memory)."""
-    out = []
-    for h in (kind_part(plan, "plan") or {}).get("history") or []:
-        move = f" {h['from']} → {h['to']}" if h.get("from") else f" → {h['to']}" if h.get("to") else ""
-        who = f" by {h['by']}" if h.get("by") else ""
-        out.append(f"- {h['at'][:16]} {h['action']}{move}{who}" + (f": {h['reason']}" if h.get("reason") else ""))
-    return out
 
 
 def _plan_change(call: Call, current, status: str, weight: float) -> dict[str, Any]:

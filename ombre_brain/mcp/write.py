@@ -88,7 +88,7 @@ def memory_fields(call: Call, *, content: Any, title: Any = "", tags: Any = "", 
 
 
 @tool("""Remember one thing. Without a title the first sentence is used; an identical memory is not stored
-      twice.""", hidden=("meaning", "quotes", *HOLD_UNUSED))
+      twice.""", hidden=("quotes", *HOLD_UNUSED))
 def hold(
     call: Call,
     content: Annotated[str, Field(description="the memory, verbatim")],
@@ -102,6 +102,10 @@ def hold(
     source_bucket: str = "",
     domain: Tags = "",
     why_remembered: str = "",
+    meaning: Annotated[str | list[str] | None,
+                       Field(description="why it is worth remembering, first person (kept as a comment)")] = None,
+    media: Annotated[Any, Field(description="Ombre-Brain's; not used here: " + HOLD_UNUSED["media"])] = None,
+    test_data: Annotated[bool, Field(description="Ombre-Brain's; not used here: " + HOLD_UNUSED["test_data"])] = False,
     event_time: Annotated[str, Field(description="when it happened, ISO-8601 with offset")] = "",
     space: Space = None,
 ) -> Reply:
@@ -110,7 +114,7 @@ def hold(
     brain = call.brain
     fields = memory_fields(call, content=content, title=title, tags=tags, domain=domain, importance=importance,
                            valence=valence, arousal=arousal, why_remembered=why_remembered,
-                           meaning=call.raw.get("meaning"), quotes=call.raw.get("quotes"), event_time=event_time)
+                           meaning=meaning, quotes=call.raw.get("quotes"), event_time=event_time)
     if feel:
         fields["type"] = "feel"
         if source_bucket:
