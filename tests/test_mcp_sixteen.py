@@ -142,6 +142,8 @@ async def scenario(client) -> None:
     _, first, _ = await _tool(client, "plan", {"content": "周六带豆包去打疫苗", "weight": 0.9})
     _, again, _ = await _tool(client, "plan", {"content": "周六带豆包去打疫苗"})
     assert first["created"] and not again["created"] and again["bucket_id"] == first["bucket_id"]
+    heavy = await client.call_tool("plan", {"content": "周六带豆包去打疫苗", "weight": 3})
+    assert heavy.is_error and heavy.content[0].text.startswith("Error (invalid): weight: expected a number from 0 to 1")
 
     _, data, text = await _tool(client, "anchor", {"bucket_id": held})
     assert data["changed"] and data["anchors"] == 3 and f"anchors 3/{ANCHOR_LIMIT}" in text

@@ -13,6 +13,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from ..errors import ValidationError
 from ..kinds.fields import PLAN_STATUSES, kind_part
 from .access import Call
 from .format import Reply, quote
@@ -34,6 +35,9 @@ def plan(
     space: Space = None,
 ) -> Reply:
     space = call.space(space)
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= 1:
+        raise ValidationError(f"expected a number from 0 to 1 (how heavily the promise weighs), got {weight!r}",
+                              field="weight")
     if status not in PLAN_STATUSES:
         call.note(f"status {status!r} is not one of {', '.join(PLAN_STATUSES)}: filed as active, as Ombre-Brain does")
         status = "active"
