@@ -133,6 +133,9 @@ class ContextConfig:
     user_messages: int = field(default=4, metadata=_rng(0, 20))  # the recent user messages that make the topic
     decay: float = field(default=0.5, metadata=_rng(0, 1))       # weight of the previous one; its predecessor decay²
     anaphora_boost: float = field(default=2.0, metadata=_rng(1, 10))  # "那天晚上", "that night": the topic weighs more
+    # the vector a turn searches with: the message's own unless it points back (follow_up), or always the
+    # conversation's (always: the message plus the recent user messages at their weights)
+    vector: Literal["follow_up", "always"] = "follow_up"
 
 
 @dataclass(frozen=True)

@@ -261,10 +261,14 @@ class QueryEvidence:
     aligned: Mapping[str, Alignment] = dataclasses.field(default_factory=dict)  # bucket -> word alignment
     cjk: Mapping[str, bool] = dataclasses.field(default_factory=dict)  # bucket -> written in CJK (memory_is_cjk)
     script_rank: Mapping[str, int] = dataclasses.field(default_factory=dict)  # bucket -> rank in its script
+    said: frozenset[str] = frozenset()  # buckets whose words are in the conversation the turn hears (said_in)
+    standing: Any = None          # the query's standing against the reference background (e5), or None
+    use_standing: Any = None      # the same for the second opinion (USE), or None
+    lookup: bool = False          # the message asks about the user's past (a lookup), not a statement
 
     def weighs(self, c: Candidate, max_rank: int) -> bool:
         """Is this candidate weighed for admission: among the ``max_rank`` best of those written in its script?"""
-        return self.script_rank.get(c.bucket.id, c.rank) <= max_rank
+        return c.bucket.id not in self.said and self.script_rank.get(c.bucket.id, c.rank) <= max_rank
 
     def same_script(self, values: Mapping[str, float], bid: str) -> list[float]:
         """The other candidates' values among those written in this candidate's script, best first."""
@@ -278,7 +282,18 @@ def memory_is_cjk(c: Candidate) -> bool:
     return bucket_is_cjk(c.bucket)
 
 
-def script_ranks(cands: Sequence[Candidate], cjk: Mapping[str, bool] | None = None) -> dict[str, int]:
+def said_in(c: Candidate, heard: Sequence[str]) -> bool:
+    """Is this memory's text in the conversation the turn hears (its words were said a few messages ago)?
+
+    The prompt already holds those messages, so recalling the memory made from them says nothing new, and
+    it would crowd out what the message asks about: the write decision stores a chat's statements as they
+    come, and the next message is often about something else."""
+    text = " ".join((c.bucket.main_text or c.bucket.title).split())
+    return bool(text) and any(text in " ".join(h.split()) for h in heard)
+
+
+def script_ranks(cands: Sequence[Candidate], cjk: Mapping[str, bool] | None = None,
+                 skip: frozenset[str] = frozenset()) -> dict[str, int]:
     """Each candidate's rank, in fused order, among the candidates written in its script.
 
     Admission weighs the best ``retrieval.admission.max_rank`` of each script: in a store that mixes scripts, a
@@ -289,6 +304,8 @@ def script_ranks(cands: Sequence[Candidate], cjk: Mapping[str, bool] | None = No
     seen = {True: 0, False: 0}
     out = {}
     for c in sorted(cands, key=lambda c: c.rank):
+        if c.bucket.id in skip:  # said in the conversation: never weighed, so it takes no one's place
+            continue
         script = cjk[c.bucket.id] if cjk is not None else memory_is_cjk(c)
         seen[script] += 1
         out[c.bucket.id] = seen[script]
@@ -305,7 +322,8 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
                    exact: Mapping[str, float] | None = None,
                    second: Mapping[str, tuple[float, float]] | None = None,
                    aligned: Mapping[str, Alignment] | None = None,
-                   cjk: Mapping[str, bool] | None = None) -> QueryEvidence:
+                   cjk: Mapping[str, bool] | None = None, standing: Any = None, use_standing: Any = None,
+                   lookup: bool = False, heard: Sequence[str] = ()) -> QueryEvidence:
     """Per query: each candidate's content cosine and its rank in each channel.
 
     ``exact`` gives cosines computed from stored vectors for candidates dense search did not return;
@@ -313,6 +331,7 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
     The dense rank counts only candidates written in the same script (see :class:`Background`); ``cjk`` gives
     each candidate's :func:`memory_is_cjk` when the caller has it.
     """
+    said = frozenset(c.bucket.id for c in cands if heard and said_in(c, heard))
     found = {c.bucket.id: content_cosine(c) for c in cands}
     found.update({b: v for b, v in (exact or {}).items() if found.get(b) is None})
     floor = min((v for v in found.values() if v is not None),
@@ -328,7 +347,8 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
     lexical = sorted((b for b, s in lex_scores.items() if s > 0), key=lambda b: (-lex_scores[b], b))
     return QueryEvidence(asked, query_is_cjk, background, cosines, dense_rank,
                          {b: i for i, b in enumerate(lexical, 1)}, cjk_capable=cjk_capable, second=dict(second or {}),
-                         aligned=dict(aligned or {}), cjk=cjk, script_rank=script_ranks(cands, cjk))
+                         aligned=dict(aligned or {}), cjk=cjk, script_rank=script_ranks(cands, cjk, said), said=said,
+                         standing=standing, use_standing=use_standing, lookup=lookup)
 
 
 def evidence_of(features: Mapping[str, float], model: AdmissionModel) -> float:
@@ -376,6 +396,8 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
     semantic = content_cosine(candidate)
     if not content:
         return Admission(False, "context_only_match", semantic_score=semantic)
+    if candidate.bucket.id in q.said:
+        return Admission(False, "said_in_conversation", semantic_score=semantic)
     matched, first, coverage = lexical_match(candidate, q.asked)
     lexical_ok = lexical_admits(first, coverage, cfg)
     weighed = model is not None and q.weighs(candidate, cfg.retrieval.admission.max_rank)

@@ -30,10 +30,12 @@ from .admission import (
     content_cosine,
     memory_is_cjk,
     query_evidence,
+    said_in,
     script_ranks,
 )
 from .alignment import Alignment, align, memory_words
-from .candidates import Retrieval, conversation_vector
+from .background import load_reference
+from .candidates import Retrieval, query_vector
 from .features import FEATURES, INPUTS
 from .second_opinion import memory_vector
 from .terms import normalize_term
@@ -88,19 +90,34 @@ class Admitter:
         asked = asked_terms(plan.terms, idf=self._idf(space), cfg=self.cfg, context=plan.context_terms)
         background = exact = second = None
         cjk = {c.bucket.id: memory_is_cjk(c) for c in found.candidates}  # each memory's script, once per turn
-        ranks = script_ranks(found.candidates, cjk)
-        weighed = [c for c in found.candidates if ranks[c.bucket.id] <= self.cfg.retrieval.admission.max_rank]
+        heard = [t for t, _w in plan.topic]
+        said = frozenset(c.bucket.id for c in found.candidates if heard and said_in(c, heard))
+        ranks = script_ranks(found.candidates, cjk, said)
+        weighed = [c for c in found.candidates if ranks.get(c.bucket.id, 10**9) <= self.cfg.retrieval.admission.max_rank]
         aligned = self._alignment(asked, weighed) if "alignment" in needs else {}
         if needs & {"dense", "second_opinion"} and query.strip():
-            qvec = found.qvec if found.qvec is not None else conversation_vector(emb.query, plan)
+            qvec = found.qvec if found.qvec is not None else query_vector(emb.query, plan, self.cfg)
             sample = self._sample(space)
             if sample is not None:
                 background = Background.of(sample[0], (sample[1] @ np.asarray(qvec, dtype=np.float32)).tolist(),
                                            sample[2])
             exact = self._exact_cosines(space, qvec, [c for c in weighed if content_cosine(c) is None])
             second = self._second_opinion(space, plan, weighed, sample) if "second_opinion" in needs else {}
+        standing = use_standing = None
+        if "reference" in needs and query.strip():
+            qvec = found.qvec if found.qvec is not None else query_vector(emb.query, plan, self.cfg)
+            standing = self.reference(emb).standing(qvec)
+            if self.store.second is not None:
+                use_standing = self.reference(self.store.second).standing(query_vector(self.store.second.query, plan,
+                                                                                       self.cfg))
         return query_evidence(found.candidates, asked, query_is_cjk=plan.query_is_cjk, background=background,
-                              cjk_capable=emb.cjk_capable, exact=exact, second=second, aligned=aligned, cjk=cjk)
+                              cjk_capable=emb.cjk_capable, exact=exact, second=second, aligned=aligned, cjk=cjk,
+                              standing=standing, use_standing=use_standing,
+                              lookup=plan.context_mode == "memory_lookup", heard=heard)
+
+    def reference(self, encoder):
+        """The encoder's reference background (shipped, else embedded once and kept in the data directory)."""
+        return load_reference(encoder.model_id, encoder.passages, getattr(self.store, "data_dir", None))
 
     def _idf(self, space: str):
         """The space's idf; in a space of a few moments every word is "common", so there a seen word counts as
@@ -126,7 +143,7 @@ class Admitter:
         enc = self.store.second
         if enc is None or not cands:
             return {}
-        qv = conversation_vector(enc.query, plan)
+        qv = query_vector(enc.query, plan, self.cfg)
         wholes = self._wholes(space, [c.bucket for c in cands])
         bg = None
         if sample is not None and sample[3] is not None:

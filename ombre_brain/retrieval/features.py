@@ -41,7 +41,7 @@ def bucket_is_cjk(b: Any) -> bool:
     of one language is never split in two."""
     return is_cjk_text(f"{b.title}\n{main_text_of(b.body)[:SCRIPT_SAMPLE_CHARS]}")
 
-INPUTS = ("lexical", "dense", "second_opinion", "alignment", "dictionary")
+INPUTS = ("lexical", "dense", "second_opinion", "alignment", "reference", "dictionary")
 """What a feature may read; the admission stage gathers an input only when a feature in use reads it."""
 
 
@@ -184,6 +184,16 @@ def _rr(rank: Mapping[str, int], bid: str) -> float:
     return 1.0 / rank[bid] if bid in rank else 0.0
 
 
+def _ref_z(x: FeatureInput) -> float:
+    s = x.q.standing
+    return s.z(x.cos, x.memory_cjk) if s is not None else 0.0
+
+
+def _use_ref_z(x: FeatureInput) -> float:
+    s = x.q.use_standing
+    return s.z(x.second[0], x.memory_cjk) if s is not None and x.second is not None else 0.0
+
+
 def _use_margin(x: FeatureInput) -> float:
     if x.second is None:
         return 0.0
@@ -224,6 +234,13 @@ FEATURES = FeatureRegistry([
             "how much of what is asked the memory says in any words or language (word alignment)"),
     Feature("aligned_min", lambda x: x.alignment.aligned_min if x.alignment else 0.0, frozenset({"alignment"}),
             "the weakest aligned key term"),
+    Feature("ref_z", _dense(_ref_z), frozenset({"dense", "reference"}),
+            "how far the cosine stands above the message's cosines to a fixed reference of ordinary memories in the "
+            "memory's script: the same in a store of 1 or 10,000 memories (retrieval/background.py)"),
+    Feature("use_ref_z", _use_ref_z, frozenset({"second_opinion", "reference"}),
+            "the second opinion's cosine against the same reference"),
+    Feature("lookup", lambda x: 1.0 if x.q.lookup else 0.0, frozenset(),
+            "the message asks about the user's past (a lookup) rather than telling something (a statement)"),
 ])
 
 

@@ -118,11 +118,14 @@ def with_context(plan: QueryPlan, context: Sequence[Message], plan_of: Callable[
     - A lookup or a repair begun a message or two ago still counts: its mode carries over to a message
       that has no mode of its own (casual), and a vague lookup ("还记得吗") is not vague when the topic
       has terms.
-    - Tone-only, filler and empty messages stay skipped: context never makes them recall.
+    - Tone-only, filler and empty messages stay skipped: context never makes them recall, except a message that
+      only points back ("那她现在怎么样了", "how is she now?", "那后来呢"): it is a follow-up on the conversation's
+      topic, whose terms it takes.
     """
     cc = cfg.retrieval.context
     users = user_texts(context)[-cc.user_messages:] if cc.user_messages else []
-    if not users or plan.skip_reason in NEVER_CARRIED:
+    follow_up = plan.anaphoric and plan.skip_reason == "skip_only"  # "那她现在怎么样了": its topic is the conversation's
+    if not users or (plan.skip_reason in NEVER_CARRIED and not follow_up):
         return plan
     boost = cc.anaphora_boost if plan.anaphoric else 1.0
     weights = [min(1.0, boost * cc.decay ** d) for d in range(len(users), 0, -1)]
@@ -137,7 +140,7 @@ def with_context(plan: QueryPlan, context: Sequence[Message], plan_of: Callable[
     if carried and plan.context_mode == "casual":
         changes.update(context_mode=carried, carried=carried, memory_lookup=carried == "memory_lookup",
                        allow_caution_diffusion=carried != "memory_lookup")
-    if plan.skip_reason == "vague" and terms:
+    if (plan.skip_reason == "vague" or follow_up) and terms:
         changes["skip_reason"] = None
     return dataclasses.replace(plan, **changes)
 

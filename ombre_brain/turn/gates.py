@@ -85,7 +85,7 @@ def direct_seed_gate(plan: QueryPlan, cand: Candidate, decision: LayerDecision, 
     adm = cand.admission
     detail = {"evidence": adm.evidence, "features": dict(adm.features or {})} if adm.evidence is not None else None
     if not adm.admitted:
-        reason = "context_only_match" if adm.reason == "context_only_match" else "no_topic_evidence"
+        reason = adm.reason if adm.reason in ("context_only_match", "said_in_conversation") else "no_topic_evidence"
         return GateResult(False, reason, detail)
     if decision.layer == "favorite_memory":
         fav = favorite_tags(cfg)

@@ -28,6 +28,7 @@ ADMISSION_REASONS: Mapping[str, str] = {
     "below_admission_rank": "only the retrieval.admission.max_rank best-ranked candidates of each script are weighed "
                             "for admission",
     "no_topic_evidence": "no discriminative term or reliable semantic score for this bucket",
+    "said_in_conversation": "its words are in the conversation the turn hears: the prompt already holds them",
 }
 ADMITTING = ("term_in_title", "term_in_summary", "term_in_tags", "term_in_body", "evidence_above_threshold")
 
