@@ -92,13 +92,13 @@ if fault:  # die at one exact step of the write protocol instead of at a random 
     victim = live[0]
     print(f"VICTIM {victim}", flush=True)
     if fault == "write_after_ledger":      # the pending row is recorded, Chroma has nothing yet
-        store._chroma_put = die
+        store.writer._chroma_put = die
         brain.write(space=SPACE, id="f-write1", title="fault write one", body="写到一半")
     elif fault == "write_before_commit":   # Chroma has the moments, the ledger still says pending
-        store._commit = die
+        store.writer._commit = die
         brain.write(space=SPACE, id="f-write2", title="fault write two", body="差一步提交")
     elif fault == "update_mid_way":        # new rows pending, stale moments already gone from Chroma
-        store._chroma_put = die
+        store.writer._chroma_put = die
         brain.update(SPACE, victim, title="fault update", body="")
     elif fault == "delete_mid_way":        # Chroma emptied, the ledger still says deleting
         store.chroma.delete = after(store.chroma.delete)

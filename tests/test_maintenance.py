@@ -22,8 +22,8 @@ def break_everything(brain) -> dict[str, str]:
     store = brain.store
     store.chroma.delete(SPACE, ["lost#0", "lost#1"])                                   # missing in Chroma
     ghost = Bucket(id="ghost", space=SPACE, title="never in the ledger")
-    store._chroma_put(ghost, [Moment("ghost#0", "ghost", 0, "title", ghost.title, False)],
-                      store.embedder.passages([ghost.title]))                             # orphan in Chroma
+    store.writer._chroma_put(ghost, [Moment("ghost#0", "ghost", 0, "title", ghost.title, False)],
+                             store.embedder.passages([ghost.title]))                      # orphan in Chroma
     store.chroma.upsert(SPACE, ["stale#1"], np.asarray(store.embedder.passages(["old words"])),
                         [{"space": SPACE, "bucket_id": "stale", "text_hash": "0ld"}])   # stale text in Chroma
     with store.ledger.tx() as c:

@@ -35,6 +35,7 @@ from ..config import Config, DreamConfig, favorite_tags
 from ..gateway.upstream import completion_text
 from ..memory_layers import SOURCE_TAGS, WEATHER_TAGS, infer_layer
 from ..recall_types import QueryPlan, SessionState
+from ..store.interfaces import Dreaming, ListRead
 from ..text import has_cjk, is_cjk_text
 from ..timeutil import now_utc, parse_time
 from .compose import (
@@ -103,7 +104,9 @@ def ensure_tables(ledger) -> None:
 class DreamEngine:
     """Composes, surfaces and rings the dreams of every space in one Brain; safe under concurrent turns."""
 
-    def __init__(self, *, config: Config, store, write: Callable[..., str], plan: Callable[[str], QueryPlan],
+    LATENT = ListRead(type="dream", limit=None)  # what latent() lists; a turn announces this very read ahead
+
+    def __init__(self, *, config: Config, store: Dreaming, write: Callable[..., str], plan: Callable[[str], QueryPlan],
                  upstream: Callable[[], Any]) -> None:
         self.config = config
         self.store = store
@@ -258,7 +261,7 @@ class DreamEngine:
 
     def latent(self, space: str) -> list[tuple[Bucket, int]]:
         """Latent dreams of the space with their attempt counts; dreams written through the API are adopted."""
-        dreams = self.store.list(space, type="dream", limit=None)
+        dreams = self.store.list(space, **self.LATENT.kwargs())
         if not dreams:
             return []
         states = self._states(space, [b.id for b in dreams])

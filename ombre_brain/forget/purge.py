@@ -47,6 +47,7 @@ from typing import Any
 from ..buckets import validate_id, validate_space
 from ..config import Config
 from ..errors import ConfigError, SourceSuppressedError, ValidationError
+from ..store.interfaces import Forgetting
 from ..text import digest
 from . import receipts
 from .keys import signing_key
@@ -154,7 +155,7 @@ class Forgetter:
     objects whose ``clear_cache()`` drops what is keyed by query text (embeddings, plans).
     """
 
-    def __init__(self, *, config: Config, store, sessions, facts, jobs, participants: Sequence[Any] = (),
+    def __init__(self, *, config: Config, store: Forgetting, sessions, facts, jobs, participants: Sequence[Any] = (),
                  caches: Sequence[Any] = (), data_dir: Path | None = None) -> None:
         self.config = config
         self.store = store

@@ -17,6 +17,7 @@ import numpy as np
 from ..buckets import bucket_id_of
 from ..config import Config
 from ..recall_types import Candidate, QueryPlan
+from ..store.interfaces import Search
 from ..text import is_cjk_text
 from .fusion import dense_weight_for, fuse, group_by_bucket, lift_by_context
 
@@ -64,7 +65,7 @@ def conversation_vector(encode, plan: QueryPlan) -> np.ndarray:
 class Retriever:
     """Candidates for a planned query from one store: both searches, fused, grouped and admitted."""
 
-    def __init__(self, store, config: Config, policy) -> None:
+    def __init__(self, store: Search, config: Config, policy) -> None:
         self.store = store
         self.cfg = config
         self.policy = policy

@@ -19,6 +19,7 @@ import numpy as np
 from ..buckets import bucket_id_of, build_moments
 from ..config import AdmissionModel, Config
 from ..recall_types import Candidate, QueryPlan
+from ..store.interfaces import Search
 from . import admission
 from .admission import (
     AskedTerms,
@@ -51,7 +52,7 @@ WORD_CACHE = 4096  # buckets whose words are kept (they are cut by jieba once pe
 class Admitter:
     """Admission for one store: each weighed candidate's evidence, against the fitted model of its embedders."""
 
-    def __init__(self, store, config: Config) -> None:
+    def __init__(self, store: Search, config: Config) -> None:
         self.store = store
         self.cfg = config
         self._samples: dict[str, tuple[int, tuple]] = {}  # space -> (moments when sampled, the sample)
@@ -131,7 +132,7 @@ class Admitter:
     def _exact_cosines(self, space: str, qvec: np.ndarray, cands: Sequence[Candidate]) -> dict[str, float]:
         """Cosines of candidates lexical search alone found, from their best content moment's stored vector."""
         best = {c.bucket.id: next((h.moment.id for h in c.hits if not h.moment.context_only), None) for c in cands}
-        got = self.store.chroma.get_vectors(space, [m for m in best.values() if m])
+        got = self.store.get_vectors(space, [m for m in best.values() if m])
         q = np.asarray(qvec, dtype=np.float32)
         return {bid: float(got[m] @ q) for bid, m in best.items() if m in got}
 

@@ -4,24 +4,37 @@ The ledger is the record of truth. Opening a store already rolls half-finished w
 and finishes half-done deletes (``reconcile``); these methods compare the three stores space by
 space and repair what they find: re-add moments Chroma lost or holds with stale text, delete what
 Chroma holds that the ledger does not know, rebuild missing moment rows, drop dangling edges and
-orphan collections, rebuild the lexical index. Mixed into :class:`BucketStore`.
+orphan collections, rebuild the lexical index. :class:`Consistency` owns these checks and repairs
+(and ``reindex``, which re-embeds a space after a model change).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ..buckets import Bucket, bucket_from_stored, bucket_id_of, build_moments, moment_text_hash
+from ..buckets import bucket_from_stored, bucket_id_of, build_moments, moment_text_hash
 from . import changes
+
+if TYPE_CHECKING:
+    from .core import StoreCore
+    from .reads import Reader
+    from .writes import Writer
 
 ISSUES = ("unfinished", "missing_in_chroma", "orphans_in_chroma", "stale_in_chroma", "buckets_without_moments",
           "orphan_moment_rows", "dangling_edges", "missing_in_lexical", "extra_in_lexical")
 DOC_CHUNK = 500
 
 
-class ConsistencyMixin:
-    """Checks and repairs; needs the BucketStore's ledger, chroma, lexical index and embedder."""
+class Consistency:
+    """Checks and repairs of one store; the ledger is the truth the other two are brought back to."""
+
+    def __init__(self, core: StoreCore, reads: Reader, writer: Writer) -> None:
+        self.core = core
+        self.ledger = core.ledger
+        self.chroma = core.chroma
+        self.reads = reads
+        self.writer = writer
 
     def reindex(self, space: str) -> dict:
         """Re-embed every bucket of a space with the configured model (after a model change)."""
@@ -29,26 +42,14 @@ class ConsistencyMixin:
         self.chroma.drop_space(space)
         with self.ledger.tx() as c:
             c.execute("UPDATE spaces SET model_id = ?, dimension = ? WHERE space = ?",
-                      (self.embedder.model_id, self.embedder.dimension, space))
-        self._checked_spaces.discard(space)
+                      (self.core.embedder.model_id, self.core.embedder.dimension, space))
+        self.core.recheck_space(space)
         n = 0
         buckets = [bucket_from_stored(json.loads(r["data"])) for r in rows]
         for i in range(0, len(buckets), 64):
-            n += self._reembed(buckets[i:i + 64])
+            n += self.writer.reembed(buckets[i:i + 64])
         self.chroma.compact_files()  # the dropped collection's files held every old vector
-        return {"space": space, "buckets": len(rows), "moments": n, "model_id": self.embedder.model_id}
-
-    def _reembed(self, buckets: Sequence[Bucket]) -> int:
-        """Put the ledger's moments of these buckets into Chroma again, embedded in one batch."""
-        moments = [(b, m) for b in buckets for m in self.moments(b.space, b.id)]
-        if not moments:
-            return 0
-        vectors = self.embedder.passages([m.text for _, m in moments])
-        for b in buckets:
-            idx = [i for i, (bb, _) in enumerate(moments) if bb.id == b.id]
-            if idx:
-                self._chroma_put(b, [moments[i][1] for i in idx], vectors[idx])
-        return len(moments)
+        return {"space": space, "buckets": len(rows), "moments": n, "model_id": self.core.embedder.model_id}
 
     def check_space(self, space: str) -> dict:
         """Compare the ledger, Chroma and the lexical index for one space; read-only."""
@@ -71,7 +72,7 @@ class ConsistencyMixin:
             chunk = present[i:i + DOC_CHUNK]
             hashes = self.chroma.get_text_hashes(space, chunk)
             stale += [m for m in chunk if hashes.get(m) != moment_text_hash(ledger_text[m])]
-        lex = self.lexical(space)
+        lex = self.core.lexical(space)
         edges = self.ledger.query("SELECT from_id, to_id, relation FROM edges WHERE space = ?", (space,))
         return {
             "buckets": len(committed),
@@ -95,7 +96,7 @@ class ConsistencyMixin:
             in_chroma = set(self.chroma.list_spaces())
         except Exception:  # listing is best effort: a server without the call is not an inconsistency
             return []
-        return sorted(in_chroma - set(self.spaces()))
+        return sorted(in_chroma - set(self.core.spaces()))
 
     def repair_space(self, space: str, found: dict) -> list[str]:
         """Fix what :meth:`check_space` found; returns one line per kind of repair."""
@@ -109,21 +110,22 @@ class ConsistencyMixin:
                               (space, *chunk))
             done.append(f"deleted {len(ids)} ledger moment rows whose bucket is gone")
         if found["buckets_without_moments"]:
-            rebuilt = self.get_many(space, found["buckets_without_moments"])
+            rebuilt = self.reads.get_many(space, found["buckets_without_moments"])
             with self.ledger.tx() as c:
                 for b in rebuilt.values():
                     ms = build_moments(b)
                     c.execute("DELETE FROM moments WHERE space = ? AND bucket_id = ?", (space, b.id))
-                    self._insert_moments(c, b, ms, list(zip([self.tokens(m.text) for m in ms],
-                                                            self._seconds([m.text for m in ms]), strict=True)))
+                    self.writer.insert_moments(c, b, ms, list(zip([self.core.tokens(m.text) for m in ms],
+                                                                  self.core.seconds([m.text for m in ms]),
+                                                                  strict=True)))
                 changes.record(c, space, "update", list(rebuilt))
-            self._reembed(list(rebuilt.values()))
+            self.writer.reembed(list(rebuilt.values()))
             done.append(f"rebuilt the moments of {len(rebuilt)} buckets that had none")
         redo = {bucket_id_of(m) for m in found["missing_in_chroma"] + found["stale_in_chroma"]}
         if redo:
-            buckets = list(self.get_many(space, redo).values())
+            buckets = list(self.reads.get_many(space, redo).values())
             for i in range(0, len(buckets), 64):
-                self._reembed(buckets[i:i + 64])
+                self.writer.reembed(buckets[i:i + 64])
             if found["missing_in_chroma"]:
                 done.append(f"re-added {len(found['missing_in_chroma'])} moments to Chroma")
             if found["stale_in_chroma"]:
@@ -139,7 +141,7 @@ class ConsistencyMixin:
                               [(space, *e) for e in found["dangling_edges"]])
             done.append(f"deleted {len(found['dangling_edges'])} edges to buckets that are gone")
         if found["missing_in_lexical"] or found["extra_in_lexical"] or done:
-            self.drop_lexical(space)
+            self.core.drop_lexical(space)
             if found["missing_in_lexical"] or found["extra_in_lexical"]:
                 done.append(f"rebuilt the lexical index ({len(found['missing_in_lexical'])} moments missing, "
                             f"{len(found['extra_in_lexical'])} extra)")

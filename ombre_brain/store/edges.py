@@ -1,6 +1,7 @@
 """Typed, weighted edges between buckets of one space: the paths related memory spreads along.
 
-Mixed into :class:`~ombre_brain.store.bucket_store.BucketStore`; edges live in the ledger only.
+:class:`Graph` owns the edges table (they live in the ledger only): adding an edge, reading a
+bucket's edges once per turn (the turn's memo, :mod:`.scope`), and sending those reads ahead.
 """
 
 from __future__ import annotations
@@ -8,16 +9,28 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from ..buckets import bucket_from_stored
 from ..errors import NotFoundError, ValidationError
 from ..recall_types import Edge
 from .reads import VISIBLE
 
+if TYPE_CHECKING:
+    from .core import StoreCore
+    from .reads import Reader
+
 RELATIONS = ("same_event", "context_of", "evidenced_by", "relates_to", "old_version", "conflict", "dream_ring")
 
 
-class EdgesMixin:
+class Graph:
+    """Edges between buckets: added after both ends are checked, read through the turn's memo."""
+
+    def __init__(self, core: StoreCore, reads: Reader) -> None:
+        self.ledger = core.ledger
+        self.scope = core.scope
+        self.reads = reads
+
     def add_edge(self, space: str, from_id: str, to_id: str, relation: str, confidence: float) -> Edge:
         if relation not in RELATIONS:
             raise ValidationError(f"expected one of {', '.join(RELATIONS)}, got {relation!r}", field="relation")
@@ -26,9 +39,9 @@ class EdgesMixin:
         if from_id == to_id:
             raise ValidationError("an edge must join two different buckets", field="to_id")
         for bid, name in ((from_id, "from_id"), (to_id, "to_id")):
-            if self.get(space, bid) is None:
+            if self.reads.get(space, bid) is None:
                 raise NotFoundError(f"{name}: no bucket {bid!r} in space {space!r}")
-        self._forget_memo(space)
+        self.scope.forget(space)
         with self.ledger.tx() as c:
             c.execute("INSERT INTO edges(space, from_id, to_id, relation, confidence, created) VALUES (?,?,?,?,?,?) "
                       "ON CONFLICT(space, from_id, to_id, relation) DO UPDATE SET confidence = excluded.confidence",
@@ -46,12 +59,12 @@ class EdgesMixin:
             return self._read_edges(self.ledger.query("SELECT from_id, to_id, relation, confidence FROM edges WHERE "
                                                       "space = ? ORDER BY from_id, to_id, relation", (space,)))
         ids = list(dict.fromkeys(bucket_ids))
-        memo = self._memo(space, "edges")
+        memo = self.scope.memo(space, "edges")
         if memo is None or not ids:
             return self._read_edges(self.ledger.query(*self._edges_query(space, ids))) if ids else []
-        for nodes, ahead in self._memo(space, "edges_ahead").items():  # reads sent ahead, now wanted
+        for nodes, ahead in self.scope.memo(space, "edges_ahead").items():  # reads sent ahead, now wanted
             self._remember(memo, nodes, self._read_edges(ahead.rows()))
-        self._memo(space, "edges_ahead").clear()
+        self.scope.memo(space, "edges_ahead").clear()
         missing = [i for i in ids if i not in memo]
         if missing:
             rows = self.ledger.query(*self._edges_query(space, missing, ends=ends))
@@ -64,10 +77,10 @@ class EdgesMixin:
     def edges_ahead(self, space: str, bucket_ids: Iterable[str]) -> None:
         """Inside a turn, send the read of these buckets' edges ahead: edges() takes it when next asked
         (a shared ledger sends it with the turn's next round trip). Outside a turn, nothing happens."""
-        memo = self._memo(space, "edges")
+        memo = self.scope.memo(space, "edges")
         if memo is None:
             return
-        waiting = self._memo(space, "edges_ahead")
+        waiting = self.scope.memo(space, "edges_ahead")
         known = set(memo).union(*waiting)
         ids = tuple(i for i in dict.fromkeys(bucket_ids) if i not in known)
         if ids:
@@ -84,7 +97,7 @@ class EdgesMixin:
 
     def _remember_ends(self, space: str, rows) -> None:
         """The visible buckets at the ends of edges read with ``ends``, into the turn's memo (None: not visible)."""
-        memo = self._memo(space, "buckets")
+        memo = self.scope.memo(space, "buckets")
         for r in rows:
             for end, data in ((r["from_id"], r["from_data"]), (r["to_id"], r["to_data"])):
                 if end not in memo:

@@ -1,18 +1,25 @@
 """What forgetting needs from the bucket store's own tables, inside the purge's transaction.
 
 The forget wing records a purge's intent and marks its buckets ``deleting`` in one ledger
-transaction with its own tables; these methods run the bucket-table half of that transaction
-(``conn`` is the open transaction). Mixed into :class:`~ombre_brain.store.bucket_store.BucketStore`.
+transaction with its own tables; :class:`Purger` runs the bucket-table half of that transaction
+(``conn`` is the open transaction: the rows a target names, their claims, the counts for the
+receipt), then the steps after the removal: the purged words, the lexical indexes of every
+process, and the vectors Chroma's files still hold.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ..buckets import bucket_from_stored
 from ..text import CJK_RE
 from . import changes
+
+if TYPE_CHECKING:
+    from .core import StoreCore
+    from .writes import Writer
 
 CHUNK = 400
 
@@ -22,7 +29,15 @@ def _chunks(items: Sequence, n: int = CHUNK) -> Iterable[Sequence]:
         yield items[i:i + n]
 
 
-class ForgettingMixin:
+class Purger:
+    """The purge's statements on the store's tables, and the clean-up after its removal steps."""
+
+    def __init__(self, core: StoreCore, writer: Writer) -> None:
+        self.core = core
+        self.ledger = core.ledger
+        self.chroma = core.chroma
+        self.writer = writer
+
     def purge_rows(self, conn, space: str, *, bucket_ids: Sequence[str] | None = None, source: str | None = None,
                    whole_space: bool = False) -> list[tuple[str, str | None]]:
         """(id, source) of every bucket a purge target names, in any state."""
@@ -125,7 +140,7 @@ class ForgettingMixin:
         sequence, and this process's lexical index is rebuilt on next use, without the purged vocabulary."""
         with self.ledger.tx() as c:
             changes.record(c, space, "reset")
-        self.drop_lexical(space)
+        self.core.drop_lexical(space)
 
     def purged_terms(self, space: str, bucket_ids: Sequence[str]) -> list[str]:
         """The words of these buckets that no other memory of the space holds (call before deleting them).
@@ -145,12 +160,12 @@ class ForgettingMixin:
             for r in self.ledger.query(f"SELECT data FROM buckets WHERE space = ? AND id IN ({marks})",
                                        (space, *chunk)):
                 data = json.loads(r["data"])
-                terms.update(self.tokens(" ".join([data.get("title") or "", data.get("summary") or "",
-                                                   *(data.get("tags") or ())])))
+                terms.update(self.core.tokens(" ".join([data.get("title") or "", data.get("summary") or "",
+                                                        *(data.get("tags") or ())])))
         if not terms:
             return []
-        self.drop_lexical(space)
-        survivors = self.lexical(space)
+        self.core.drop_lexical(space)
+        survivors = self.core.lexical(space)
         return sorted(t for t in terms if _distinctive(t) and survivors.doc_freq(t) == 0)
 
     def compact_vectors(self, space: str, *, dropped: bool = False) -> dict:
@@ -159,7 +174,7 @@ class ForgettingMixin:
         ``dropped``: the space's collection is already gone (a whole-space purge).
         """
         out = {"rebuilt": 0}
-        if not dropped and self.known_space(space):
+        if not dropped and self.core.scope.known_space(space):
             out["rebuilt"] = self.chroma.rebuild(space)
             if self.ledger.shared:
                 out["readded"] = self._readd_missing(space)
@@ -177,13 +192,13 @@ class ForgettingMixin:
         for chunk in _chunks(missing):
             # under the buckets' locks, read again: a delete that ran since the snapshot above has removed its
             # vectors and rows (re-adding them would leave vectors no bucket owns); one running now waits
-            with self.bucket_lock(space, chunk):
+            with self.core.bucket_lock(space, chunk):
                 marks = ",".join("?" * len(chunk))
                 buckets = [bucket_from_stored(json.loads(r[0])) for r in self.ledger.query(
                     f"SELECT data FROM buckets WHERE space = ? AND state != 'deleting' AND id IN ({marks})",
                     (space, *chunk))]
                 if buckets:
-                    added += self._reembed(buckets)
+                    added += self.writer.reembed(buckets)
         return added
 
 

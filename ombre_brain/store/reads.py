@@ -1,61 +1,38 @@
-"""Reading the bucket store: buckets, moments, both searches, and metadata-only rewrites.
+"""Reading the bucket store: buckets, lists, moments, both searches, stored vectors, exports.
 
 Readers see committed buckets and buckets being updated (their new version is already in the
-ledger), never ``pending`` or ``deleting`` ones. Mixed into
-:class:`~ombre_brain.store.bucket_store.BucketStore`.
+ledger), never ``pending`` or ``deleting`` ones. :class:`Reader` owns the statements that read
+buckets and moments; inside a turn it answers from the turn's memo (:mod:`.scope`) and takes the
+lists announced ahead (:meth:`Reader.list_ahead`). The lexical index it searches is the core's.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..buckets import Bucket, Moment, bucket_from_stored, bucket_id_of
 from ..retrieval.second_opinion import decode_blob
-from . import changes
-from .ledger import joined
+from .interfaces import ListRead
+
+if TYPE_CHECKING:
+    from .core import StoreCore
 
 # What readers see: committed buckets, and buckets being updated (their new version, already in the
 # ledger), so a bucket never reads as missing while someone edits it.
 VISIBLE = "state IN ('committed', 'updating')"
 
 
-class ReadsMixin:
-    def lexical(self, space: str):
-        """The space's BM25 index, caught up with the ledger's change sequence first (changes.py)."""
-        turn = self._turn(space)
-        if turn is not None and turn["synced"]:
-            with self._lock:
-                f = self._lexical.get(space)
-            if f is not None:
-                return f.index
-        now = turn["head"] if turn is not None else changes.head(self.ledger, space)
-        if turn is not None:
-            turn["synced"] = True
-        with self._lock:
-            f = self._lexical.get(space)
-            if f is None:
-                f = changes.build(self.ledger, space)
-            elif f.seq < now:
-                f = changes.catch_up(self.ledger, space, f, now, self._on_reset)
-            self._lexical[space] = f
-            return f.index
+class Reader:
+    """Every read of buckets and moments, and the two searches."""
 
-    def _on_reset(self, space: str) -> None:
-        """Another process purged in this space: what this one derived from query or memory text goes too."""
-        self._checked_spaces.discard(space)  # a whole-space purge dropped it
-        for listener in self.reset_listeners:
-            listener(space)
-
-    def drop_lexical(self, space: str) -> None:
-        """Forget the space's cached lexical index; the next search rebuilds it from the ledger.
-
-        A purge calls this so that not even the dead vocabulary of removed moments stays in memory.
-        """
-        with self._lock:
-            self._lexical.pop(space, None)
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+        self.ledger = core.ledger
+        self.scope = core.scope
 
     def get(self, space: str, bucket_id: str) -> Bucket | None:
         row = self.ledger.one(f"SELECT data FROM buckets WHERE space = ? AND id = ? AND {VISIBLE}",
@@ -65,7 +42,7 @@ class ReadsMixin:
     def get_many(self, space: str, bucket_ids: Iterable[str]) -> dict[str, Bucket]:
         """The visible buckets among ``bucket_ids``, by id in id order (inside a turn, each read once)."""
         ids = list(dict.fromkeys(bucket_ids))
-        memo = self._memo(space, "buckets")
+        memo = self.scope.memo(space, "buckets")
         if memo is None:
             return self._read_buckets(space, ids)
         missing = [i for i in ids if i not in memo]
@@ -89,13 +66,25 @@ class ReadsMixin:
         """Newest first. ``role`` (see :func:`storage_roles`) reads only the buckets holding it, from an index.
 
         Inside a turn, a list announced with :meth:`list_ahead` takes the rows read ahead."""
-        key = (type, limit, since, role)
-        ahead = self._listed_ahead(space, key)
-        rows = ahead.rows() if ahead is not None else self.ledger.query(*self._list_query(space, *key))
+        read = ListRead(type, limit, since, role)
+        lists = self.scope.memo(space, "lists")
+        ahead = lists.pop(read, None) if lists is not None else None  # taken: a second call reads again
+        rows = ahead.rows() if ahead is not None else self.ledger.query(*self._list_query(space, read))
         return [bucket_from_stored(json.loads(r["data"])) for r in rows]
 
-    def _list_query(self, space: str, type: str | None, limit: int | None, since: str | None,
-                    role: str | None) -> tuple[str, list]:
+    def list_ahead(self, space: str, *reads: dict) -> None:
+        """Inside a turn, send these :meth:`list` reads ahead (each a dict of its keywords); the list()
+        calls that follow with the same keywords take their rows. Outside a turn, nothing happens."""
+        lists = self.scope.memo(space, "lists")
+        if lists is None:
+            return
+        for kw in reads:
+            read = ListRead(**kw)
+            if read not in lists:
+                lists[read] = self.ledger.ahead(*self._list_query(space, read))
+
+    def _list_query(self, space: str, read: ListRead) -> tuple[str, list]:
+        type, limit, since, role = read.type, read.limit, read.since, read.role
         where = f"space = ? AND {VISIBLE}"
         params: list = [space]
         if type:
@@ -140,8 +129,8 @@ class ReadsMixin:
         ids = list(dict.fromkeys(moment_ids))
         moments: dict[str, Moment] = {}
         buckets: dict[str, Bucket] = {}
-        memo = self._memo(space, "buckets")
-        kept = self._memo(space, "seconds") if seconds else None
+        memo = self.scope.memo(space, "buckets")
+        kept = self.scope.memo(space, "seconds") if seconds else None
         cols = 'm.id, m.bucket_id, m.ordinal, m.section, m.context_only, m.text, m.start, m."end", b.data'
         for i in range(0, len(ids), 900):
             part = ids[i:i + 900]
@@ -173,7 +162,7 @@ class ReadsMixin:
 
         Admission measures a query against it (its background in the space, DESIGN §13).
         """
-        if not self.ensure_space(space, create=False):
+        if not self.core.ensure_space(space, create=False):
             return None
         rows = self.ledger.query(
             "SELECT m.id FROM moments m JOIN buckets b ON b.space = m.space AND b.id = m.bucket_id "
@@ -182,21 +171,25 @@ class ReadsMixin:
         if len(ids) > n:
             step = len(ids) / n
             ids = [ids[int(i * step)] for i in range(n)]
-        got = self.chroma.get_vectors(space, ids)
+        got = self.core.chroma.get_vectors(space, ids)
         if not got:
             return None
         ids = [i for i in ids if i in got]
         return ids, np.stack([got[i] for i in ids])
 
+    def get_vectors(self, space: str, moment_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The embeddings Chroma holds for these moments, by id (admission's exact cosines)."""
+        return self.core.chroma.get_vectors(space, moment_ids)
+
     def second_vectors(self, space: str, moment_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The second-opinion vectors of these moments; one a ledger lacks (written before) is encoded now.
 
         Inside a turn, those read with the candidates' moments come from the turn's memo."""
-        enc = self.second
+        enc = self.core.second
         ids = list(dict.fromkeys(moment_ids))
         if enc is None or not ids:
             return {}
-        kept = self._memo(space, "seconds") or {}
+        kept = self.scope.memo(space, "seconds") or {}
         rows = [(i, *kept[i]) for i in ids if i in kept]
         rest = [i for i in ids if i not in kept]
         for i in range(0, len(rest), 900):
@@ -217,33 +210,14 @@ class ReadsMixin:
         return out
 
     def vector_search(self, space: str, vector: np.ndarray, k: int) -> dict[str, float]:
-        if not self.ensure_space(space, create=False):
+        if not self.core.ensure_space(space, create=False):
             return {}
-        return self.chroma.query(space, vector, k)
+        return self.core.chroma.query(space, vector, k)
 
     def lexical_search(self, space: str, tokens: Sequence[str], k: int) -> dict[str, float]:
         if not tokens:
             return {}
-        return dict(self.lexical(space).search(list(tokens), k))
-
-    def rewrite_metadata(self, space: str, bucket_id: str, changes, *, conn=None) -> bool:
-        """Change fields of a visible bucket's stored record without touching its text or vectors.
-
-        ``changes`` is a mapping, or a function of the stored record that returns one. Only
-        fields that never reach a moment may change this way (dream state, counters); ``conn``
-        joins a caller's open ledger transaction. Returns whether the bucket was there.
-        """
-        self._forget_memo(space)
-        with self.ledger.tx() if conn is None else joined(conn) as c:
-            row = c.execute(f"SELECT data FROM buckets WHERE space = ? AND id = ? AND {VISIBLE}",
-                            (space, bucket_id)).fetchone()
-            if row is None:
-                return False
-            d = json.loads(row["data"])
-            d.update(changes(d) if callable(changes) else changes)
-            c.execute(f"UPDATE buckets SET data = ? WHERE space = ? AND id = ? AND {VISIBLE}",
-                      (json.dumps(d, ensure_ascii=False), space, bucket_id))
-            return True
+        return dict(self.core.lexical(space).search(list(tokens), k))
 
     def export_rows(self, conn, space: str) -> tuple[str | None, list[dict], list[dict]]:
         """(model id, visible buckets as §3 dicts in write order, edges) of a space, read in ``conn``'s snapshot.

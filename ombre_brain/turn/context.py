@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the stages only call methods on these; importing them here 
     from ..recall_policy import RecallPolicy
     from ..retrieval.candidates import Retriever
     from ..retrieval.evidence import Admitter
-    from ..store.bucket_store import BucketStore
+    from ..store.interfaces import ListRead, TurnReads
 
 __all__ = ["Decided", "Side", "TurnContext", "TurnParts", "suppressed"]
 
@@ -44,7 +44,7 @@ class TurnParts:
     """Everything a turn reads or writes besides its input, built once by Brain."""
 
     config: Config
-    store: BucketStore
+    store: TurnReads
     policy: RecallPolicy
     retriever: Retriever
     admitter: Admitter
@@ -67,6 +67,7 @@ class TurnContext:
         self.trace: dict[str, dict] = {}  # bucket_id -> {layer_debug, runtime_gate} for candidates left out quietly
         self.diffusion: dict[str, Any] = {}  # seeds, edges and every diffusion hit before gating (debug)
         self.ahead: dict[str, Any] = {}  # reads sent ahead for a later stage (announce_side_reads)
+        self.lists: dict[str, ListRead] = {}  # each side section's list read, as announced (announce_side_reads)
 
     def layer(self, bucket: Bucket) -> LayerDecision:
         d = self._layers.get(bucket.id)

@@ -2,7 +2,9 @@
 
 Each is read from the store by role (never by decoding the whole space) and passed through its
 own gate; an item already taken by a section of higher precedence is not offered again (DESIGN §5:
-one section per item). The dream engine scores and claims; the dream gate decides.
+one section per item). The dream engine scores and claims; the dream gate decides. The list each
+section reads is decided once per turn (:func:`side_lists`): the same value is announced ahead
+and read, so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
+from ..buckets import Bucket
 from ..facts.select import background_line
 from ..memory_layers import is_favorite
 from ..recall_types import GateResult, Item, Suppressed
+from ..store.interfaces import ListRead
 from . import gates as G
 from .budget import estimate_tokens
 from .context import Decided, Side, TurnContext, suppressed
@@ -20,6 +24,10 @@ from .gate_registry import GateInput
 from .gate_table import GATES
 from .items import item_of
 from .render import render_dream, render_stable_rule
+
+WEATHER = ListRead(role="weather", limit=20)
+FAVORITE = ListRead(role="favorite", limit=1000)
+CORE = ListRead(role="core", limit=1000)
 
 
 def side_stage(ctx: TurnContext, direct: list[Decided], related: list[Decided], out: list[Suppressed]) -> Side:
@@ -37,24 +45,38 @@ def side_stage(ctx: TurnContext, direct: list[Decided], related: list[Decided], 
     return side
 
 
-def announce_side_reads(ctx: TurnContext) -> None:
-    """Send ahead what the side sections will read, each under the same condition as its section: the
-    lists, and whether the space has facts at all. On a shared ledger they travel with the turn's
-    candidates read instead of in round trips of their own (a read announced and not used is wasted
-    there, one used and not announced costs its own round trip; the answers are the same either way)."""
+def side_lists(ctx: TurnContext) -> dict[str, ListRead]:
+    """The list each side section will read this turn, by section, each under the same condition as its
+    section (a section that reads nothing this turn is absent)."""
     cfg = ctx.cfg
-    reads: list[dict] = [{"role": "weather", "limit": 20}]
+    lists = {"weather": WEATHER}
     if ctx.store.known_space(ctx.space):
-        reads.append({"limit": 200, "since": _recent_since(ctx)})
+        lists["recent"] = ListRead(limit=200, since=_recent_since(ctx))
     if G.favorite_gate(ctx.plan, ctx.state, cfg).allowed:
-        reads.append({"role": "favorite", "limit": 1000})
+        lists["favorite"] = FAVORITE
     if ctx.parts.dreams is not None and cfg.gateway.dream_section:
-        reads.append({"type": "dream", "limit": None})  # DreamEngine.latent's
+        lists["dream"] = ctx.parts.dreams.LATENT  # what DreamEngine.latent reads
     if cfg.gateway.budgets.core_memory > 0:
-        reads.append({"role": "core", "limit": 1000})
-    ctx.store.list_ahead(ctx.space, *reads)
+        lists["core"] = CORE
+    return lists
+
+
+def announce_side_reads(ctx: TurnContext) -> None:
+    """Send ahead what the side sections will read: the lists (kept on the turn, :func:`side_lists`, for
+    the sections to read with), and whether the space has facts at all. On a shared ledger they travel
+    with the turn's candidates read instead of in round trips of their own (a read announced and not
+    used is wasted there, one used and not announced costs its own round trip; the answers are the
+    same either way)."""
+    cfg = ctx.cfg
+    ctx.lists = side_lists(ctx)
+    ctx.store.list_ahead(ctx.space, *(read.kwargs() for read in ctx.lists.values()))
     if ctx.parts.facts is not None and cfg.gateway.budgets.facts > 0:
         ctx.ahead["facts"] = ctx.parts.facts.any_ahead(ctx.space)
+
+
+def _listed(ctx: TurnContext, section: str) -> list[Bucket]:
+    """The section's list, read with exactly the read announced for it."""
+    return ctx.store.list(ctx.space, **ctx.lists[section].kwargs())
 
 
 def _recent_since(ctx: TurnContext) -> str:
@@ -66,8 +88,7 @@ def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
     cfg, plan, state = ctx.cfg, ctx.plan, ctx.state
     if not ctx.store.known_space(ctx.space):
         return [], False
-    pool = [b for b in ctx.store.list(ctx.space, limit=200, since=_recent_since(ctx))
-            if b.id not in taken and b.created_dt() <= state.now]
+    pool = [b for b in _listed(ctx, "recent") if b.id not in taken and b.created_dt() <= state.now]
     if not pool:
         return [], False
     evidence = {d.bucket.id for d in direct} | {b.id for b in pool if G.recent_topic_evidence(plan, b)}
@@ -87,7 +108,7 @@ def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
 
 def weather(ctx: TurnContext, taken: set[str]) -> list[Decided]:
     found = []
-    for b in ctx.store.list(ctx.space, role="weather", limit=20):
+    for b in _listed(ctx, "weather"):
         if b.id in taken or b.created_dt() > ctx.state.now:
             continue
         d = ctx.layer(b)
@@ -105,7 +126,7 @@ def favorites(ctx: TurnContext, taken: set[str]) -> list[Decided]:
     if not fg.allowed:
         return []
     found = []
-    for b in ctx.store.list(ctx.space, role="favorite", limit=1000):
+    for b in _listed(ctx, "favorite"):
         if b.id in taken or not is_favorite(b, ctx.cfg):
             continue
         d = ctx.layer(b)
@@ -182,7 +203,7 @@ def core(ctx: TurnContext) -> list[Item]:
     if ctx.cfg.gateway.budgets.core_memory <= 0:
         return []
     found = []
-    for b in ctx.store.list(ctx.space, role="core", limit=1000):
+    for b in _listed(ctx, "core"):
         if not (b.pinned or b.protected or b.type == "permanent"):
             continue
         d = ctx.layer(b)
@@ -217,4 +238,4 @@ def facts(ctx: TurnContext) -> list[Item]:
                  extra={"fact": r}) for i, r in enumerate(rows)]
 
 
-__all__ = ["Side", "announce_side_reads", "side_stage"]
+__all__ = ["Side", "announce_side_reads", "side_lists", "side_stage"]
