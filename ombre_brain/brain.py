@@ -133,7 +133,7 @@ class Brain:
         """Store one bucket (any §3 field); returns its id.
 
         An exact duplicate in the space (same title, body, tags and type) returns the existing id and
-        records this write's ``source`` as another claim on it (DESIGN §10); if a field given here
+        records this write's ``source`` as another claim on it (design §10); if a field given here
         differs from the stored one, :class:`DuplicateError` says which and nothing is written.
         """
         data = dict(fields)
@@ -182,7 +182,7 @@ class Brain:
         return self.store.get(space, bucket_id)
 
     def sources(self, space: str, bucket_id: str) -> list[str]:
-        """The sources holding a claim on a bucket ('' stands for a write without one; DESIGN §10)."""
+        """The sources holding a claim on a bucket ('' stands for a write without one; design §10)."""
         validate_space(space)
         return self.store.sources(space, bucket_id)
 
@@ -257,7 +257,7 @@ class Brain:
         """Run one turn of the read pipeline and return its Turn (to_dict() is the §11 TURN).
 
         ``context`` is the conversation before ``query``: ``{role, content}`` messages, oldest first
-        (DESIGN §14); only the last ``gateway.context_messages`` within ``gateway.context_chars`` are heard.
+        (design §14); only the last ``gateway.context_messages`` within ``gateway.context_chars`` are heard.
         """
         validate_space(space)
         if not isinstance(session, str) or not session or len(session) > 200:

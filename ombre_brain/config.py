@@ -43,7 +43,7 @@ class EmbeddingConfig:
     model: str | None = None
     batch_size: int = field(default=32, metadata=_rng(1, 4096))
     query_cache_size: int = field(default=2048, metadata=_rng(0, 1_000_000))
-    second_opinion: Literal["auto", "off"] = "auto"  # USE v3 for admission, where installed (DESIGN §13)
+    second_opinion: Literal["auto", "off"] = "auto"  # USE v3 for admission, where installed (design §13)
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,9 @@ class AdmissionModel:
     ``admit_cjk`` (unset: ``admit``): the two languages' near misses differ, and a threshold shared by both
     is held where the stricter one needs it.
 
+    ``admit_unasked`` (unset: statements are judged as lookups) is a statement's bar: recall the user did not ask
+    for is admitted on the score alone, at the higher of this and the script's threshold (docs/design.md §17).
+
     ``features`` names the admission features the model was fitted on (``calibrate`` writes it; unset, the
     weights' keys): evidence is computed over those alone, so a feature registered later
     (``retrieval/features.py``) leaves a model fitted before it exactly as it was.
@@ -112,6 +115,7 @@ class AdmissionModel:
     admit: float = field(default=0.5, metadata=_rng(0, 1))
     admit_cross_script: float | None = field(default=None, metadata=_rng(0, 1))
     admit_cjk: float | None = field(default=None, metadata=_rng(0, 1))
+    admit_unasked: float | None = field(default=None, metadata=_rng(0, 1))  # a statement's recall (unasked)
     fitted: str = ""  # the command and data that produced these numbers
 
     @property
@@ -128,7 +132,7 @@ class AdmissionConfig:
 
 @dataclass(frozen=True)
 class ContextConfig:
-    """How the conversation before a message weighs in retrieval (DESIGN §14)."""
+    """How the conversation before a message weighs in retrieval (design §14)."""
 
     user_messages: int = field(default=4, metadata=_rng(0, 20))  # the recent user messages that make the topic
     decay: float = field(default=0.5, metadata=_rng(0, 1))       # weight of the previous one; its predecessor decay²
@@ -150,7 +154,10 @@ class RetrievalConfig:
     min_idf: float = field(default=0.5, metadata=_rng(0, 100))
     min_term_coverage: float = field(default=0.4, metadata=_rng(0, 1))
     max_direct: int = field(default=4, metadata=_rng(1, 100))
+    max_unasked: int = field(default=2, metadata=_rng(0, 100))  # direct hits for a statement (recall unasked)
+    sensitive_tags: tuple[str, ...] = ("sensitive", "private", "敏感", "隐私")  # never recalled unasked
     min_relative_score: float = field(default=0.35, metadata=_rng(0, 1))
+    dictionary_expansion: bool = False  # BM25 also searches the query's terms in the other script (the dictionary)
 
 
 @dataclass(frozen=True)
@@ -208,6 +215,7 @@ class GatewayConfig:
     recent_reentry_idle_hours: float = field(default=24, metadata=_rng(0, 100000))
     head_recent_hours: float = field(default=72, metadata=_rng(0, 100000))
     recent_context_max_items: int = field(default=3, metadata=_rng(0, 100))
+    carry_rounds: int = field(default=3, metadata=_rng(0, 10000))  # a recalled memory is carried this many rounds
     favorite_interval_rounds: int = field(default=0, metadata=_rng(0, 100000))
     weather_interval_rounds: int = field(default=0, metadata=_rng(0, 100000))
     weather_max_age_hours: float = field(default=48, metadata=_rng(0, 100000))
@@ -337,7 +345,7 @@ class DreamConfig:
 
 @dataclass(frozen=True)
 class McpBreathConfig:
-    """`breath()` takes no query, so it reads the space through this profile (DESIGN §15).
+    """`breath()` takes no query, so it reads the space through this profile (design §15).
 
     Each number is that section's token budget in a breath turn (0 leaves the section out);
     the chat turn's own budgets are untouched.
@@ -452,6 +460,20 @@ def _validate_semantics(cfg: Config) -> None:
         raise _Invalid("mcp.grow.min_items", f"is above mcp.grow.max_items ({cfg.mcp.grow.max_items})")
 
 
+def _drop_replaced(merged: dict, over: Mapping) -> dict:
+    """A fitted admission model is one whole: an overlay naming a model replaces it rather than merging into it
+    (weights fitted together are never mixed with another fit's)."""
+    models = ((over.get("retrieval") or {}).get("admission") or {}).get("models") if isinstance(over, Mapping) else None
+    if not isinstance(models, Mapping):
+        return merged
+    out = copy.deepcopy(merged)
+    have = ((out.get("retrieval") or {}).get("admission") or {}).get("models")
+    if isinstance(have, dict):
+        for model_id in models:
+            have.pop(model_id, None)
+    return out
+
+
 ConfigSource = str | Path | Mapping | None
 
 
@@ -474,7 +496,7 @@ def load_config(*overlays: ConfigSource, default: Path = DEFAULT_PATH) -> Config
             raise ConfigError(f"expected a YAML path or a mapping, got {type(over).__name__}")
     merged: dict = {}
     for _, data in layers:
-        merged = deep_merge(merged, data)
+        merged = deep_merge(_drop_replaced(merged, data), data)
     if isinstance(merged.get("retrieval"), Mapping) and "semantic_admit" in merged["retrieval"]:
         raise ConfigError("was replaced by retrieval.admission (a calibrated evidence score per embedding model, "
                           "fitted with `ombre-brain calibrate`); remove it from your overlay",

@@ -21,7 +21,7 @@ from .text import is_cjk_text
 
 @dataclass(frozen=True)
 class QueryPlan:
-    """What plan_query decided about the query itself (DESIGN §5)."""
+    """What plan_query decided about the query itself (design §5)."""
 
     context_mode: str = "casual"
     explicit_recent: bool = False
@@ -47,6 +47,12 @@ class QueryPlan:
     context_terms: tuple[tuple[str, float], ...] = ()  # their terms, (term, weight), for retrieval and admission
     carried: str | None = None             # a context mode carried over from the conversation (e.g. memory_lookup)
     cjk: bool | None = None                # the message's script, decided once by plan_query (None: a hand-made plan)
+    asks: bool = False                     # the message is a question (?, 吗, what …): not something said in passing
+
+    @property
+    def unasked(self) -> bool:
+        """Recall for this message would be unasked: it neither looks up the past nor asks anything."""
+        return self.context_mode != "memory_lookup" and not self.asks
 
     @property
     def query_is_cjk(self) -> bool:
@@ -68,7 +74,7 @@ class QueryPlan:
     def debug_dict(self) -> dict:
         d = self.to_dict()
         d.update(query=self.query, normalized=self.normalized, memory_lookup=self.memory_lookup,
-                 check_in=self.check_in, anchors=list(self.anchors), anaphoric=self.anaphoric,
+                 check_in=self.check_in, anchors=list(self.anchors), anaphoric=self.anaphoric, asks=self.asks,
                  topic=[{"text": t, "weight": round(w, 3)} for t, w in self.topic],
                  context_terms=[{"term": t, "weight": round(w, 3)} for t, w in self.context_terms],
                  carried=self.carried)
@@ -115,7 +121,7 @@ NOT_APPLICABLE = GateResult(None, "not_applicable")
 @dataclass(frozen=True)
 class RuntimeGate:
     """Every registered gate's verdict on one item this turn, in precedence order, plus the final decision
-    (DESIGN §5). Built by the gate registry (``turn/gate_table.py``), which puts every gate in ``gates``."""
+    (design §5). Built by the gate registry (``turn/gate_table.py``), which puts every gate in ``gates``."""
 
     gates: dict[str, GateResult]
     decision: str = "suppressed"  # injected | suppressed
@@ -165,10 +171,11 @@ class Admission:
     matched_terms: tuple[str, ...] = ()
     semantic_score: float | None = None
     coverage: float | None = None    # share of the query's term weight the bucket's evidence text covers
-    evidence: float | None = None    # the calibrated probability that this is a wanted memory (DESIGN §13)
+    evidence: float | None = None    # the calibrated probability that this is a wanted memory (design §13)
     features: dict | None = None     # what the evidence was computed from
     aligned: tuple[tuple[str, str, float], ...] = ()  # (asked term, closest memory word, cosine)
     script_rank: int | None = None   # its rank among the candidates written in its script (weighed: <= max_rank)
+    dictionary: tuple[tuple[str, str, str], ...] = ()  # (asked term, memory word, "dict" | "conflict")
 
     def to_dict(self) -> dict:
         d = {"admitted": self.admitted, "reason": self.reason, "matched_terms": list(self.matched_terms),
@@ -179,6 +186,8 @@ class Admission:
         if self.evidence is not None:
             d.update(evidence=self.evidence, features=dict(self.features or {}),
                      aligned=[{"term": t, "word": w, "cosine": c} for t, w, c in self.aligned])
+            if self.dictionary:
+                d["dictionary"] = [{"term": t, "word": w, "kind": k} for t, w, k in self.dictionary]
         return d
 
     def summary(self) -> str:
@@ -191,6 +200,8 @@ class Admission:
             parts.append("cross-script")
         if self.aligned:
             parts.append("aligned " + " ".join(f"{t}→{w or '?'} {c:.2f}" for t, w, c in self.aligned))
+        if self.dictionary:
+            parts.append(" ".join(f"{t}→{w} ({k})" for t, w, k in self.dictionary))
         return f"evidence {self.evidence:.2f} — " + ", ".join(parts)
 
 
@@ -263,6 +274,7 @@ class SessionState:
     now: datetime
     round: int = 0                                   # this turn's round number (1-based)
     injected: dict[str, tuple[int, str]] = field(default_factory=dict)  # bucket_id -> (round, iso time) last injected
+    shown_in: dict[str, str] = field(default_factory=dict)  # bucket_id -> the section it was last injected in
     last_seen: datetime | None = None                # the space's previous turn, any session
     recent_context_fired_at: datetime | None = None  # this session's last automatic Recent Context
     dry_run: bool = False
@@ -270,7 +282,7 @@ class SessionState:
 
 @dataclass(frozen=True)
 class Item:
-    """One entry of a section, as the TURN object shows it (DESIGN §11)."""
+    """One entry of a section, as the TURN object shows it (design §11)."""
 
     bucket_id: str | None
     moment_id: str | None

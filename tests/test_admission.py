@@ -1,4 +1,4 @@
-"""Admission (DESIGN §13): each feature of the evidence score, the calibrated decision, the lexical fallback."""
+"""Admission (design §13): each feature of the evidence score, the calibrated decision, the lexical fallback."""
 
 from __future__ import annotations
 

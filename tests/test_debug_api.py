@@ -54,7 +54,7 @@ def assert_explained(item: dict, where: str) -> None:
         assert {"allowed", "reason"} <= set(g) <= {"allowed", "reason"} | extra, (where, name, g)
         assert g["allowed"] in (True, False, None) and g["reason"], (where, name, g)
         if "evidence" in g:
-            assert 0 <= g["evidence"] <= 1 and set(g["features"]) == set(FEATURES.names), (where, g)
+            assert 0 <= g["evidence"] <= 1 and g["features"] and set(g["features"]) <= set(FEATURES.names), (where, g)
     assert rg["decision"] in ("injected", "suppressed") and rg["reason"], (where, rg)
 
 

@@ -1,4 +1,4 @@
-"""Scale out (DESIGN §16): several gateway processes on one PostgreSQL ledger and one Chroma server.
+"""Scale out (design §16): several gateway processes on one PostgreSQL ledger and one Chroma server.
 
 Two real `ombre-brain serve` processes share a real PostgreSQL (pgserver) and a real `chroma run`:
 a write through one is injected through the other; a purge through one is honoured by both (and

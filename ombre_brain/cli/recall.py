@@ -11,7 +11,7 @@ import yaml
 from ..config import load_config
 from ..errors import ValidationError
 from ..tools.bench import format_bench, plot_turn_p95, run_bench
-from ..tools.calibrate import calibrate, format_calibration, write_overlay
+from ..tools.calibrate import STORE_FREE, calibrate, format_calibration, write_overlay
 from ..tools.eval_conversation import eval_conversation, format_conversation
 from ..tools.eval_inject import eval_inject, format_inject
 from ..tools.eval_longmemeval import eval_longmemeval, format_longmemeval
@@ -106,8 +106,12 @@ def cmd_eval_longmemeval(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    _require_files(args.data)
-    res = calibrate(args.data, locomo=args.locomo, config=args.config, folds=args.folds)
+    _require_files([*args.data, *args.conversations])
+    features = None
+    if args.features:
+        features = STORE_FREE if args.features == "store_free" else [f.strip() for f in args.features.split(",")]
+    res = calibrate(args.data, locomo=args.locomo, config=args.config, folds=args.folds,
+                    conversations=args.conversations, features=features)
     if args.out:
         write_overlay(res, args.out)
     return _show(res, args.json, format_calibration)

@@ -79,14 +79,16 @@ class SessionStore:
         """The session's round, what it was shown and when the space was last seen: one statement
         (one row per injected item, or one row of NULLs for a new session)."""
         rows = self.ledger.query(
-            "SELECT s.round, s.recent_fired_at, st.last_seen, i.bucket_id, i.round AS shown_round, i.at "
+            "SELECT s.round, s.recent_fired_at, st.last_seen, i.bucket_id, i.round AS shown_round, i.at, i.section "
             "FROM (SELECT 1 AS one) k LEFT JOIN sessions s ON s.space = ? AND s.session = ? "
             "LEFT JOIN space_state st ON st.space = ? LEFT JOIN injections i ON i.space = ? AND i.session = ?",
             (space, session, space, space, session))
         first = rows[0]
         injected = {r["bucket_id"]: (r["shown_round"], r["at"]) for r in rows if r["bucket_id"] is not None}
+        shown_in = {r["bucket_id"]: r["section"] for r in rows if r["bucket_id"] is not None}
         return SessionState(
             space=space, session=session, now=now, round=(first["round"] or 0) + 1, injected=injected,
+            shown_in=shown_in,
             last_seen=_dt(first["last_seen"]), recent_context_fired_at=_dt(first["recent_fired_at"]), dry_run=dry_run)
 
     def record(self, state: SessionState, injected: Iterable[tuple[str, str]], *, recent_fired: bool,

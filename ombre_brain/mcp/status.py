@@ -1,4 +1,4 @@
-"""``dream`` and ``pulse``: the dream engine, and a report on a space (DESIGN §15).
+"""``dream`` and ``pulse``: the dream engine, and a report on a space (design §15).
 
 ``pulse`` is a status page for a model: how many memories of each layer the space holds (layers
 as :func:`~ombre_brain.memory_layers.infer_layer` decides them, at read time), the newest

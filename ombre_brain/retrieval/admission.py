@@ -1,4 +1,4 @@
-"""Admission: may a candidate become a direct hit? One calibrated evidence score (DESIGN §13).
+"""Admission: may a candidate become a direct hit? One calibrated evidence score (design §13).
 
 Ranking puts the right memory first; admission decides whether the companion sees it. For every
 weighed candidate a small feature vector is computed from what the turn already has: lexical
@@ -80,7 +80,7 @@ def discriminative_terms(terms: Sequence[str], *, idf: Callable[[str], float], c
     return _query_terms(terms, idf=idf, cfg=cfg, keep_unseen=False)
 
 
-def _found(term: str, text: str) -> bool:
+def found(term: str, text: str) -> bool:
     """Case-insensitive substring; a Latin term must start at a word start (parrot~parrots, not cat~educate)."""
     if CJK_RE.search(term):
         return term in text
@@ -168,6 +168,11 @@ def _admissible(title: str, summary: str, tags: tuple[str, ...], body: str) -> t
             ("body", main_text_of(body).casefold()))
 
 
+def admissible_texts(b: Any) -> tuple[tuple[str, str], ...]:
+    """(field, case-folded text) of the fields topic evidence may use: title, summary, tags, main body."""
+    return _admissible(b.title, b.summary or "", b.tags, b.body)
+
+
 def clear_cache() -> None:
     """Forget the case-folded memory texts (they quote memories; a purge calls this)."""
     _admissible.cache_clear()
@@ -180,7 +185,7 @@ def lexical_match(candidate: Candidate, asked: AskedTerms) -> tuple[tuple[str, .
     first: str | None = None
     for name, low in _admissible(b.title, b.summary or "", b.tags, b.body):
         for t in asked.terms:
-            if _found(t, low):
+            if found(t, low):
                 first = first or name
                 if t not in matched:
                     matched.append(t)
@@ -265,6 +270,7 @@ class QueryEvidence:
     standing: Any = None          # the query's standing against the reference background (e5), or None
     use_standing: Any = None      # the same for the second opinion (USE), or None
     lookup: bool = False          # the message asks about the user's past (a lookup), not a statement
+    dictionary: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # bucket -> DictEvidence
 
     def weighs(self, c: Candidate, max_rank: int) -> bool:
         """Is this candidate weighed for admission: among the ``max_rank`` best of those written in its script?"""
@@ -323,7 +329,8 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
                    second: Mapping[str, tuple[float, float]] | None = None,
                    aligned: Mapping[str, Alignment] | None = None,
                    cjk: Mapping[str, bool] | None = None, standing: Any = None, use_standing: Any = None,
-                   lookup: bool = False, heard: Sequence[str] = ()) -> QueryEvidence:
+                   lookup: bool = False, heard: Sequence[str] = (),
+                   dictionary: Mapping[str, Any] | None = None) -> QueryEvidence:
     """Per query: each candidate's content cosine and its rank in each channel.
 
     ``exact`` gives cosines computed from stored vectors for candidates dense search did not return;
@@ -348,7 +355,8 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
     return QueryEvidence(asked, query_is_cjk, background, cosines, dense_rank,
                          {b: i for i, b in enumerate(lexical, 1)}, cjk_capable=cjk_capable, second=dict(second or {}),
                          aligned=dict(aligned or {}), cjk=cjk, script_rank=script_ranks(cands, cjk, said), said=said,
-                         standing=standing, use_standing=use_standing, lookup=lookup)
+                         standing=standing, use_standing=use_standing, lookup=lookup,
+                         dictionary=dict(dictionary or {}))
 
 
 def evidence_of(features: Mapping[str, float], model: AdmissionModel) -> float:
@@ -368,6 +376,12 @@ def threshold_for(model: AdmissionModel, features: Mapping[str, float], query_is
     return model.admit
 
 
+def sensitive(bucket: Any, cfg: Any) -> bool:
+    """A memory tagged as sensitive (``retrieval.sensitive_tags``) is never brought up unasked."""
+    tags = {t.casefold() for t in cfg.retrieval.sensitive_tags}
+    return any(t.casefold() in tags for t in bucket.tags)
+
+
 def lexical_admits(first: str | None, coverage: float, cfg: Any) -> bool:
     """Route 2 of :func:`admit`: a discriminative term is written in the memory and the written terms cover at
     least ``retrieval.min_term_coverage`` of what the query asks (calibrate counts injections with it too)."""
@@ -375,7 +389,7 @@ def lexical_admits(first: str | None, coverage: float, cfg: Any) -> bool:
 
 
 def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionModel | None) -> Admission:
-    """Whether a candidate has evidence enough for a direct hit (DESIGN §13; the direct seed gate reads it).
+    """Whether a candidate has evidence enough for a direct hit (design §13; the direct seed gate reads it).
 
     1. only context-only moments matched -> ``context_only_match``, never admitted;
     2. lexical evidence: a discriminative query term in the title, summary, tags or main body,
@@ -383,6 +397,13 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
        (:func:`lexical_admits`) ->
        ``term_in_<field>`` (what is asked about is written in the memory; a new user's few
        memories are recalled on it from the first day);
+    Route 2 needs no dictionary conflict: the words written in the memory are not evidence when a key term meets a
+    different thing of its kind there (my brother's job against a memory of my sister's; design §18).
+
+    A statement (the message does not ask about the user's past) under a model with ``admit_unasked`` is recall
+    unasked: never a memory tagged sensitive (``sensitive_unasked``), never on route 2 alone, and on the score
+    only at the higher of its threshold and ``admit_unasked`` (docs/design.md §17).
+
     3. with a fitted model, for the ``max_rank`` best candidates of each script (:func:`script_ranks`):
        ``evidence_above_threshold`` when
        the evidence reaches the model's ``admit`` (``admit_cjk`` for a CJK question in its own script,
@@ -398,23 +419,30 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
         return Admission(False, "context_only_match", semantic_score=semantic)
     if candidate.bucket.id in q.said:
         return Admission(False, "said_in_conversation", semantic_score=semantic)
+    unasked = model is not None and model.admit_unasked is not None and not q.lookup
+    if unasked and sensitive(candidate.bucket, cfg):
+        return Admission(False, "sensitive_unasked", semantic_score=semantic)
     matched, first, coverage = lexical_match(candidate, q.asked)
-    lexical_ok = lexical_admits(first, coverage, cfg)
+    dict_ev = q.dictionary.get(candidate.bucket.id)
+    conflict = dict_ev is not None and dict_ev.conflict > 0  # a key term meets a different thing of its kind
+    lexical_ok = lexical_admits(first, coverage, cfg) and not unasked and not conflict
     weighed = model is not None and q.weighs(candidate, cfg.retrieval.admission.max_rank)
     rank = q.script_rank.get(candidate.bucket.id) if model is not None else None
     feats = candidate_features(candidate, q, coverage, model.feature_names) if weighed else None
     ev = round(evidence_of(feats, model), 6) if weighed else None
     aligned = q.aligned.get(candidate.bucket.id, NO_ALIGNMENT).pairs if weighed else ()
+    pairs = dict_ev.pairs if weighed and dict_ev is not None else ()
     if lexical_ok:  # what the query asks about is written in the memory: that alone is evidence
         return Admission(True, f"term_in_{first}", matched, semantic, coverage, evidence=ev, features=feats,
-                         aligned=aligned, script_rank=rank)
+                         aligned=aligned, script_rank=rank, dictionary=pairs)
     if model is not None and not weighed:
         return Admission(False, "below_admission_rank", matched, semantic, coverage, script_rank=rank)
     if weighed:
         cross = feats if "cross_script" in feats else candidate_features(candidate, q, coverage, ("cross_script",))
-        ok = ev >= threshold_for(model, cross, q.query_is_cjk)
+        bar = threshold_for(model, cross, q.query_is_cjk)
+        ok = ev >= (max(bar, model.admit_unasked) if unasked else bar)
         return Admission(ok, "evidence_above_threshold" if ok else "evidence_below_threshold", matched, semantic,
-                         coverage, evidence=ev, features=feats, aligned=aligned, script_rank=rank)
+                         coverage, evidence=ev, features=feats, aligned=aligned, script_rank=rank, dictionary=pairs)
     if first is not None:
         return Admission(False, "weak_term_coverage", matched, semantic, coverage)
     return Admission(False, "no_topic_evidence", semantic_score=semantic)

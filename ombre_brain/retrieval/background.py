@@ -36,6 +36,7 @@ log = logging.getLogger("ombre_brain")
 __all__ = ["MIN_STD", "Reference", "Standing", "load_reference", "reference_texts", "shipped_path"]
 
 MIN_STD = 0.01
+TOP = 32  # the reference's best cosines kept per script: a young store's competitors
 TEXT_FILES = {True: "memories_zh.txt", False: "memories_en.txt"}  # script (CJK?) -> file
 _LOCK = threading.Lock()
 _LOADED: dict[tuple[str, str], Reference] = {}
@@ -43,10 +44,15 @@ _LOADED: dict[tuple[str, str], Reference] = {}
 
 @dataclass(frozen=True)
 class Standing:
-    """A message's cosines to the reference, per script: their mean and spread."""
+    """A message's cosines to the reference, per script: their mean and spread, and the best ``TOP`` of them.
+
+    The best ones are the competitors every candidate meets whatever the store holds: a memory must stand above
+    the closest ordinary memories of its script to be the one asked about, in a store of one memory as in a store
+    of thousands (where the store's own candidates compete too)."""
 
     mean: dict[bool, float]
     std: dict[bool, float]
+    top: dict[bool, tuple[float, ...]]
 
     def z(self, cos: float, cjk: bool) -> float:
         """How many spreads a cosine stands above the message's cosines to ordinary memories in that script."""
@@ -68,12 +74,14 @@ class Reference:
     def standing(self, qvec: np.ndarray) -> Standing:
         """One matrix-vector product per script: the message's cosines to every reference memory."""
         q = np.asarray(qvec, dtype=np.float32)
-        mean, std = {}, {}
+        mean, std, top = {}, {}, {}
         for script, rows in self._rows.items():
             sims = rows @ q
             mean[script] = float(sims.mean())
             std[script] = float(sims.std())
-        return Standing(mean, std)
+            k = min(TOP, len(sims))
+            top[script] = tuple(float(x) for x in np.sort(np.partition(sims, len(sims) - k)[len(sims) - k:])[::-1])
+        return Standing(mean, std, top)
 
 
 def _safe(model_id: str) -> str:

@@ -1,7 +1,7 @@
 """The admission stage's I/O: the query's background in the space, exact cosines, the second opinion.
 
 Everything here gathers numbers from the store and the encoders and hands them to the pure
-:mod:`.admission`, which computes the features and the verdict (DESIGN §13). Kept apart from
+:mod:`.admission`, which computes the features and the verdict (design §13). Kept apart from
 :mod:`.candidates` so that search and admission stay two stages of the pipeline.
 """
 
@@ -37,9 +37,11 @@ from .admission import (
 from .alignment import Alignment, align, memory_words
 from .background import load_reference
 from .candidates import Retrieval, query_vector
+from .dict_evidence import DictEvidence, dict_evidence
+from .dictionary import bridge as dictionary_bridge
 from .features import FEATURES, INPUTS
 from .second_opinion import memory_vector
-from .terms import normalize_term
+from .terms import normalize_term, term_weight
 
 log = logging.getLogger("ombre_brain")
 
@@ -62,7 +64,7 @@ class Admitter:
         self._words: OrderedDict[tuple, tuple[str, ...]] = OrderedDict()  # bucket version -> its words
 
     def admit(self, space: str, plan: QueryPlan, found: Retrieval) -> Retrieval:
-        """The admission stage: each candidate's evidence and verdict (DESIGN §13), on the found candidates."""
+        """The admission stage: each candidate's evidence and verdict (design §13), on the found candidates."""
         if not found.candidates:
             return found
         t0 = perf_counter()
@@ -94,14 +96,18 @@ class Admitter:
         heard = [t for t, _w in plan.topic]
         said = frozenset(c.bucket.id for c in found.candidates if heard and said_in(c, heard))
         ranks = script_ranks(found.candidates, cjk, said)
-        weighed = [c for c in found.candidates if ranks.get(c.bucket.id, 10**9) <= self.cfg.retrieval.admission.max_rank]
+        max_rank = self.cfg.retrieval.admission.max_rank
+        weighed = [c for c in found.candidates if ranks.get(c.bucket.id, max_rank + 1) <= max_rank]
         aligned = self._alignment(asked, weighed) if "alignment" in needs else {}
+        dictionary = self._dictionary(asked, weighed, plan.terms) if "dictionary" in needs else {}
         if needs & {"dense", "second_opinion"} and query.strip():
             qvec = found.qvec if found.qvec is not None else query_vector(emb.query, plan, self.cfg)
             sample = self._sample(space)
             if sample is not None:
                 background = Background.of(sample[0], (sample[1] @ np.asarray(qvec, dtype=np.float32)).tolist(),
                                            sample[2])
+            else:  # a store too young for a background of its own stands against the fixed reference
+                background = self._reference_background(emb, qvec)
             exact = self._exact_cosines(space, qvec, [c for c in weighed if content_cosine(c) is None])
             second = self._second_opinion(space, plan, weighed, sample) if "second_opinion" in needs else {}
         standing = use_standing = None
@@ -114,7 +120,27 @@ class Admitter:
         return query_evidence(found.candidates, asked, query_is_cjk=plan.query_is_cjk, background=background,
                               cjk_capable=emb.cjk_capable, exact=exact, second=second, aligned=aligned, cjk=cjk,
                               standing=standing, use_standing=use_standing,
-                              lookup=plan.context_mode == "memory_lookup", heard=heard)
+                              lookup=not plan.unasked, heard=heard, dictionary=dictionary)
+
+    def _reference_background(self, encoder, qvec) -> Background:
+        """The query's background in a space too young for its own sample (fewer than ``MIN_BACKGROUND`` moments):
+        the fixed reference of ordinary memories (:mod:`.background`), per script, so a store of one memory gets a
+        real standing instead of none (design §13, §17)."""
+        ref = self.reference(encoder)
+        cos = (ref.vectors @ np.asarray(qvec, dtype=np.float32)).tolist()
+        return Background.of([f"reference{i}#1" for i in range(len(cos))], cos, ref.cjk.tolist())
+
+    def prepare(self) -> None:
+        """Build what admission reads on every turn (the dictionary bridge, the reference backgrounds), so the first
+        user's turn does not pay for it: the server calls this at start; commands that never admit never do."""
+        model = self.admission_model(self.model_key())
+        needs = FEATURES.inputs_of(model.feature_names) if model is not None else frozenset()
+        if "dictionary" in needs:
+            dictionary_bridge()
+        if "reference" in needs:
+            self.reference(self.store.embedder)
+            if self.store.second is not None:
+                self.reference(self.store.second)
 
     def reference(self, encoder):
         """The encoder's reference background (shipped, else embedded once and kept in the data directory)."""
@@ -150,6 +176,8 @@ class Admitter:
         if sample is not None and sample[3] is not None:
             ids, matrix, cjk = sample[3]
             bg = Background.of(ids, (matrix @ qv).tolist(), cjk)
+        elif sample is None:
+            bg = self._reference_background(enc, qv)
         out = {}
         for c in cands:
             vec = wholes.get(c.bucket.id)
@@ -187,6 +215,42 @@ class Admitter:
                                                + [w for ws in words.values() for w in ws])))
         return {bid: align([members for members, _ in groups], ws, vectors, stop=self._stop)
                 for bid, ws in words.items()}
+
+    def _dictionary(self, asked: AskedTerms, cands: Sequence[Candidate],
+                    terms: Sequence[str] = ()) -> dict[str, DictEvidence]:
+        """Each candidate's reading through the bilingual dictionary (:mod:`.dict_evidence`): what it holds of the
+        message's terms in any language, and whether a key term meets a different thing of the same kind.
+
+        Besides the asked terms, a single Chinese character with one clear meaning (哥, 姐, 狗: ``Bridge.clear``) is
+        read here too, though too short to be a lexical term: "我哥" against a memory of 姐 is the near miss."""
+        if not cands:
+            return {}
+        bridge = dictionary_bridge()
+        groups = list(asked.groups[:asked.message_groups] if asked.message_groups else asked.groups)
+        have = {m for members, _ in groups for m in members}
+        groups += [((t,), term_weight(t)) for t in dict.fromkeys(terms)
+                   if t not in have and t not in self._stop and bridge.clear(t)]
+        if not groups:
+            return {}
+        enc = self.store.second
+        words = {c.bucket.id: self._memory_words(c.bucket) for c in cands}
+        vectors: dict[str, np.ndarray | None] = {}
+
+        def cos(a: str, b: str) -> float | None:
+            if enc is None:
+                return None
+            missing = [w for w in (a, b) if w not in vectors]
+            if missing:
+                vectors.update(enc.words(missing))
+            va, vb = vectors.get(a), vectors.get(b)
+            return float(va @ vb) if va is not None and vb is not None else None
+
+        out = {}
+        for c in cands:
+            texts = [t for _, t in admission.admissible_texts(c.bucket)]
+            out[c.bucket.id] = dict_evidence([(tuple(m), w) for m, w in groups], words[c.bucket.id], bridge,
+                                             lambda t, texts=texts: any(admission.found(t, x) for x in texts), cos)
+        return out
 
     def _memory_words(self, b) -> tuple[str, ...]:
         """A memory's admissible words (title, summary, tags, main body), cut once per version of its text."""

@@ -1,7 +1,7 @@
 """jieba tokenisation and BM25 over the moments of one space.
 
 Lexical evidence is what carries Chinese when the embedder is English-only, and what proves a
-topic when vectors only say "similar" (DESIGN §5, §12). Tokens come from one function,
+topic when vectors only say "similar" (design §5, §12). Tokens come from one function,
 ``tokenize``, for moments and queries alike, so the index and the query plan always agree on
 what a term is. Scoring is bm25s with its own tokeniser bypassed: we hand it token ids and a
 vocabulary, and read raw scores instead of calling ``retrieve()``, which spends ~13 ms on an

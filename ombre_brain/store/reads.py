@@ -160,7 +160,7 @@ class Reader:
     def sample_moments(self, space: str, n: int) -> tuple[list[str], np.ndarray] | None:
         """A fixed, evenly spread sample of up to ``n`` committed content moments: their ids and vectors.
 
-        Admission measures a query against it (its background in the space, DESIGN §13).
+        Admission measures a query against it (its background in the space, design §13).
         """
         if not self.core.ensure_space(space, create=False):
             return None
@@ -232,7 +232,7 @@ class Reader:
         claims: dict[str, list[str]] = {}
         for r in conn.execute("SELECT bucket_id, source FROM bucket_sources WHERE space = ? ORDER BY source", (space,)):
             claims.setdefault(r["bucket_id"], []).append(r["source"])
-        for b in buckets:  # the other sources that wrote the same text (DESIGN §10), when there are any
+        for b in buckets:  # the other sources that wrote the same text (design §10), when there are any
             others = [src for src in claims.get(b["id"], ()) if src != (b.get("source") or "")]
             if others:
                 b["sources"] = others

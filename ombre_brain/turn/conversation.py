@@ -1,4 +1,4 @@
-"""The conversation a turn hears (DESIGN §14): recent messages, normalised at the door.
+"""The conversation a turn hears (design §14): recent messages, normalised at the door.
 
 Clients resend the whole history every turn, so only the last ``gateway.context_messages``
 messages and the last ``gateway.context_chars`` characters are kept; the rest is dropped
@@ -110,7 +110,7 @@ NEVER_CARRIED = ("tone_only", "skip_only", "empty")
 
 def with_context(plan: QueryPlan, context: Sequence[Message], plan_of: Callable[[str], QueryPlan],
                  cfg: Config) -> QueryPlan:
-    """The plan of a message as the conversation before it colours it (DESIGN §14).
+    """The plan of a message as the conversation before it colours it (design §14).
 
     - The topic is the last ``retrieval.context.user_messages`` user messages, the previous one weighing
       ``decay``, the one before ``decay²``; a message that points back ("那天晚上", "that night", "它")
@@ -124,7 +124,7 @@ def with_context(plan: QueryPlan, context: Sequence[Message], plan_of: Callable[
     """
     cc = cfg.retrieval.context
     users = user_texts(context)[-cc.user_messages:] if cc.user_messages else []
-    follow_up = plan.anaphoric and plan.skip_reason == "skip_only"  # "那她现在怎么样了": its topic is the conversation's
+    follow_up = plan.anaphoric and plan.skip_reason == "skip_only"  # "那她现在怎么样了": the conversation's topic
     if not users or (plan.skip_reason in NEVER_CARRIED and not follow_up):
         return plan
     boost = cc.anaphora_boost if plan.anaphoric else 1.0

@@ -1,4 +1,4 @@
-"""One turn of the read pipeline, as one straight line of plain data (DESIGN §2):
+"""One turn of the read pipeline, as one straight line of plain data (design §2):
 
     plan_query -> candidates -> admission -> layers and gates -> diffusion -> render -> budget -> sections
 
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from time import perf_counter
 
+from .carry import carried_ids, with_carried_topic
 from .context import TurnContext, TurnParts
 from .conversation import Message
 from .items import render_items
@@ -44,7 +45,11 @@ def run_turn(parts: TurnParts, space: str, session: str, query: str, now: dateti
     lap = _Laps()
     plan = parts.policy.plan_query(query, context)
     state = parts.sessions.load(space, session, now, dry_run=dry_run)
+    carried = carried_ids(state, parts.config.gateway.carry_rounds)
+    if carried and plan.anaphoric:  # a message that points back is about what was just recalled
+        plan = with_carried_topic(plan, list(parts.store.get_many(space, carried).values()), parts.store.tokens)
     ctx = TurnContext(parts, space, plan, state)
+    ctx.carried = carried
     announce_side_reads(ctx)  # they ride with the candidates' read to a shared ledger
     lap("plan")
     retrieval = parts.retriever.search(space, plan) if not plan.skip_reason and parts.store.known_space(space) else None

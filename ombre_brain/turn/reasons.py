@@ -29,6 +29,7 @@ ADMISSION_REASONS: Mapping[str, str] = {
                             "for admission",
     "no_topic_evidence": "no discriminative term or reliable semantic score for this bucket",
     "said_in_conversation": "its words are in the conversation the turn hears: the prompt already holds them",
+    "sensitive_unasked": "tagged sensitive (retrieval.sensitive_tags): recalled only when the user asks about it",
 }
 ADMITTING = ("term_in_title", "term_in_summary", "term_in_tags", "term_in_body", "evidence_above_threshold")
 
@@ -46,7 +47,8 @@ GENERAL_REASONS: Mapping[str, str] = {
     "core_memory_stable_only": "core memory lives only in the stable Core Memory section",
     "archive_needs_explicit_old": "archived, resolved or digested memory needs an explicit old lookup",
     # the caps on direct hits, after the gates
-    "below_max_direct": "admitted, but retrieval.max_direct better direct hits were already taken",
+    "below_max_direct": "admitted, but retrieval.max_direct (max_unasked for a statement) better direct hits were "
+                        "already taken",
     "below_relative_score": "admitted, but its score is below retrieval.min_relative_score of the turn's best hit",
     # admission (the topic evidence gate shows it; the direct seed gate says admitted_<reason>)
     **ADMISSION_REASONS,

@@ -1,0 +1,83 @@
+"""What the dictionary says about one memory against what a message asks (docs/design.md §18).
+
+For each asked term group (jieba's overlapping cuts of one word, with its weight) the memory either holds
+it — written in it, or through the dictionary (:mod:`.dictionary`): "beach" and 海边 share a gloss, 海边 and
+沙滩 share one, "grandma" is close in meaning to 外婆's "grandmother" — or it does not. A term it does not
+hold may meet a memory word the dictionary knows as a *different* thing of the *same kind*: "sister" against
+哥哥 ("older brother"), 外公 against 外婆. Same kind is read from the second opinion's word vectors (sister
+and brother sit at about 0.6, sister and Paris far lower); different is the dictionary's (no shared gloss).
+That is the shape of a near miss, and admission gets it as a feature:
+
+- ``dict_match``: the share of the asked weight the memory holds, written or through the dictionary;
+- ``dict_conflict``: how strongly the heaviest unheld key term meets such a different word (its cosine;
+  0 when none does).
+
+Pure: the bridge, the memory's words and a word-cosine function in; numbers and the matched pairs out (the
+debug pages show them as "beach→海边 (dict)").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from ..text import CJK_RE
+
+__all__ = ["KIND", "SYNONYM", "DictEvidence", "dict_evidence"]
+
+SYNONYM = 0.8  # an English word this close to a Chinese word's English gloss means the same (grandma/grandmother
+# 0.91, kitty/cat 0.81; sister/brother 0.75 and aunt/uncle 0.79 stay below: measured with USE v3)
+KIND = 0.5      # two words this close are the same kind of thing (sister/brother); a conflict when they differ
+KEY_SHARE = 0.5  # a key term weighs at least this share of the heaviest asked term
+
+
+@dataclasses.dataclass(frozen=True)
+class DictEvidence:
+    matched: float
+    conflict: float
+    pairs: tuple[tuple[str, str, str], ...]  # (asked term, memory word, "dict" | "conflict")
+
+
+NONE = DictEvidence(0.0, 0.0, ())
+
+
+def _near(term: str, word: str, bridge, cos: Callable[[str, str], float | None]) -> bool:
+    """Two words whose English senses are close in meaning in the second opinion's word space: an English word and a
+    Chinese word's glosses (grandma, 外婆's "grandmother"), or two Chinese words' glosses (猫咪 "kitty", 猫 "cat")."""
+    t_cjk, w_cjk = bool(CJK_RE.search(term)), bool(CJK_RE.search(word))
+    if not t_cjk and not w_cjk:
+        return False
+    return any((cos(a, b) or 0.0) >= SYNONYM for a in bridge.head_words(term) for b in bridge.head_words(word))
+
+
+def dict_evidence(groups: Sequence[tuple[Sequence[str], float]], words: Sequence[str], bridge,
+                  held: Callable[[str], bool], cos: Callable[[str, str], float | None]) -> DictEvidence:
+    """The dictionary's reading of one memory: see the module docstring. ``held(term)``: the term is written in
+    the memory; ``cos(a, b)``: the second opinion's cosine of two words (None when it cannot read one)."""
+    total = sum(w for _, w in groups)
+    if total <= 0:
+        return NONE
+    heaviest = max(w for _, w in groups)
+    got = 0.0
+    conflict = 0.0
+    pairs: list[tuple[str, str, str]] = []
+    for members, weight in groups:
+        if any(held(m) for m in members):
+            got += weight
+            continue
+        match = next(((m, w) for m in members for w in words
+                      if bridge.means_same(m, w) or _near(m, w, bridge, cos)), None)
+        if match is not None:
+            got += weight
+            pairs.append((*match, "dict"))
+            continue
+        if weight < KEY_SHARE * heaviest:
+            continue
+        for m in members:
+            for w in words:
+                if bridge.differs(m, w):
+                    c = cos(m, w) or 0.0
+                    if c >= KIND and c > conflict:
+                        conflict = c
+                        pairs = [p for p in pairs if p[2] != "conflict"] + [(m, w, "conflict")]
+    return DictEvidence(round(got / total, 6), round(conflict, 6), tuple(pairs))
