@@ -40,6 +40,8 @@ from .turn.context import TurnParts
 from .turn.conversation import normalize_context
 from .turn.pipeline import run_turn
 from .turn.sections import Turn
+from .writing.features import Encoders
+from .writing.writer import WriteParts
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -80,7 +82,9 @@ class Brain:
         self.retriever = Retriever(self.store, cfg, self.policy)
         self.admitter = Admitter(self.store, cfg)
         self.facts = FactsStore(self.store.ledger, cfg)
-        self.gateway = Gateway(cfg, self.store.ledger, self.write)
+        self.gateway = Gateway(cfg, self.store.ledger, WriteParts(
+            write=self.write, encoders=lambda: Encoders(self.store.embedder, self.store.second),
+            similar=self._similar, link=self.link, purge=lambda space, **target: self.purge(space, **target)))
         self.dream_engine = DreamEngine(config=cfg, store=self.store, write=self.write, plan=self.policy.plan_query,
                                         upstream=lambda: self.gateway.upstream)
         if not cfg.forget.keys and not shared:  # the embedded default: forgetting works on the first day
@@ -304,6 +308,12 @@ class Brain:
         validate_space(space)
         when = parse_time(now, "now") if now is not None else None
         return self.gateway.ingest_exchange(space, session, messages, reply, now=when, model=model)
+
+    def _similar(self, space: str, text: str, k: int) -> list[Bucket]:
+        """The stored memories most like a text (the fused search), for the writer's repeat and update check."""
+        if not self.store.known_space(space):
+            return []
+        return [b for b in (self.store.get(space, i) for i in self.search(space, text, k)) if b is not None]
 
     # ------------------------------------------------------------ forgetting and dreams
 

@@ -17,6 +17,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
+from .config_writer import WriterConfig as WriterConfig
+from .config_writer import WriterModelConfig as WriterModelConfig
+from .config_writer import WriterSignals as WriterSignals
 from .config_yaml import _build, _Invalid, _origin_of, _read_yaml, deep_merge
 from .errors import ConfigError
 from .retrieval.features import FEATURES
@@ -275,16 +278,6 @@ class Cues:
 
 
 @dataclass(frozen=True)
-class WriterConfig:
-    stable_boundary: tuple[str, ...] = ()
-    short_state: tuple[str, ...] = ()
-    relationship_lesson: tuple[str, ...] = ()
-    process_event: tuple[str, ...] = ()
-    relationship_subject: tuple[str, ...] = ()
-    min_chars: int = field(default=6, metadata=_rng(0, 10000))
-
-
-@dataclass(frozen=True)
 class FactsConfig:
     alias_cues: dict[str, tuple[str, ...]] = field(default_factory=dict)
     max_edits: int = field(default=8, metadata=_rng(1, 8))
@@ -322,7 +315,7 @@ class UpstreamConfig:
 
 @dataclass(frozen=True)
 class IngestConfig:
-    extractor: Literal["rule", "llm"] = "rule"
+    extractor: Literal["model", "rule", "llm"] = "model"
     max_attempts: int = field(default=4, metadata=_rng(1, 100))
     backoff_s: float = field(default=2.0, metadata=_rng(0, 3600))
     poll_s: float = field(default=0.5, metadata=_rng(0.01, 60))

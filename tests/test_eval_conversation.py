@@ -81,3 +81,12 @@ def test_a_bad_label_names_its_place(tmp_path):
     p.write_text(CHAT.replace("write: {user: stable_boundary}", "write: {user: favourite}"), encoding="utf-8")
     with pytest.raises(ValidationError, match=r"exchanges\[1\].*write.user: favourite"):
         load_conversations(p)
+
+
+def test_the_llm_extractor_runs_the_loop_too(chat, standin):
+    standin.extraction = {"user": {"layer": "stable_boundary", "title": "成都护士", "body": "我在成都当护士，三班倒"},
+                          "relationship": None}
+    cfg = {"ingest": {"extractor": "llm"}, "upstream": {"base_url": standin.url, "model": "x", "retries": 0}}
+    res = eval_conversation(chat, config=cfg, progress=False)
+    assert len(standin.extractor_requests()) == 4  # every exchange asked the stand-in upstream
+    assert res["write_recall"] == {"n": 1, "ok": 1, "pct": 100.0} and res["layer_accuracy"]["ok"] == 1

@@ -138,7 +138,7 @@ def test_exchange_id_is_canonical():
 
 
 def test_same_exchange_sent_three_times_becomes_memory_once(tmp_path, standin):
-    brain = open_brain(tmp_path / "data", standin)
+    brain = open_brain(tmp_path / "data", standin, ingest={"extractor": "rule"})  # the cue-word writer's layers
     brain.gateway.start_worker()
     server = LiveServer(brain)
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import background, mcp, recall, serve, store
+from . import background, mcp, recall, serve, store, writing
 
 
 def _common(p: argparse.ArgumentParser, data: bool = True) -> None:
@@ -128,6 +128,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds, grouped by memory (default 5)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=recall.cmd_calibrate)
+
+    p = sub.add_parser("fit-writer", help="fit the learned write decision on labelled exchanges and write its weights")
+    _common(p, data=False)
+    p.add_argument("--data", action="append", required=True, metavar="FILE",
+                   help="labelled exchanges (training/write/*.yaml) or conversations (eval format); repeatable")
+    p.add_argument("--out", metavar="DIR", help="where to write <id>.npz and <id>.json (default: the package's "
+                   "ombre_brain/writing/models, where writer.model.id is looked up)")
+    p.add_argument("--id", default=None, help="the model id (default: writer.model.id of the config)")
+    p.add_argument("--blocks", default="e5,use,signals",
+                   help="feature blocks, comma-separated, among e5, use, signals (default all three)")
+    p.add_argument("--l2", type=float, default=100.0, help="the L2 penalty on standardised features (default 100)")
+    p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
+    p.add_argument("--dry-run", action="store_true", help="report the cross-validated figures, write nothing")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=writing.cmd_fit_writer)
 
     p = sub.add_parser("export", help="write a space as portable JSONL")
     _common(p)

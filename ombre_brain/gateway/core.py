@@ -8,11 +8,12 @@ route itself lives with the other /v1 routes in :mod:`ombre_brain.server.api_gat
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Callable
 
 from ..config import Config
 from ..store.ledger import Ledger
+from ..writing.writer import WriteParts
 from .ingest import IngestQueue
 from .jobs import JobTable
 from .sessions import SessionStore
@@ -20,10 +21,10 @@ from .upstream import Upstream
 
 
 class Gateway:
-    def __init__(self, config: Config, ledger: Ledger, write: Callable[..., str]) -> None:
+    def __init__(self, config: Config, ledger: Ledger, parts: WriteParts) -> None:
         self.config = config
         self.ledger = ledger
-        self._write = write
+        self._parts = parts  # what the writer uses of the Brain (Brain.write, search, link, purge, encoders)
         gw = config.gateway
         self.sessions = SessionStore(ledger, log_size=gw.injection_log_size, expiry_days=gw.session_expiry_days)
         self.jobs = JobTable(ledger)
@@ -48,7 +49,8 @@ class Gateway:
         """The durable queue of exchanges waiting to become memory (see :mod:`.ingest`)."""
         with self._init_lock:
             if self._ingest is None:
-                self._ingest = IngestQueue(self.config, self.ledger, self._write, lambda: self.upstream)
+                parts = dataclasses.replace(self._parts, upstream=lambda: self.upstream)
+                self._ingest = IngestQueue(self.config, self.ledger, parts)
             return self._ingest
 
     def start_worker(self) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from datetime import datetime
 
 from ..config import Config
@@ -24,7 +23,7 @@ from ..errors import UpstreamError, ValidationError
 from ..store.ledger import Ledger
 from ..timeutil import now_utc
 from ..writing.exchange import Exchange, exchange_of
-from ..writing.writer import Writer
+from ..writing.writer import WriteParts, Writer
 from .jobs import JobTable
 
 log = logging.getLogger("ombre_brain")
@@ -32,10 +31,9 @@ log = logging.getLogger("ombre_brain")
 class IngestQueue:
     """Enqueue exchanges and run them on one background thread (`start()` / `stop()`)."""
 
-    def __init__(self, config: Config, ledger: Ledger, write: Callable[..., str],
-                 upstream: Callable[[], object]) -> None:
+    def __init__(self, config: Config, ledger: Ledger, parts: WriteParts) -> None:
         self.config = config
-        self.writer = Writer(config, write, upstream)  # write: Brain.write (validation, hints, suppression)
+        self.writer = Writer(config, parts)  # parts: Brain.write (validation, hints, suppression), search, purge…
         self.cfg = config.ingest
         self.table = JobTable(ledger)
         self._wake = threading.Event()

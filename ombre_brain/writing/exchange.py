@@ -5,7 +5,8 @@ the assistant's reply and the recent messages before them (context, never a user
 the sha256 of the canonical exchange (space, session, every user message so far, the reply), so the
 same exchange sent twice, by the proxy's retry or a gateway's, is one job and writes once. ``at``
 is when it happened: the memories' ``created``, so an import or an evaluation replays a conversation
-on its own clock. Pure.
+on its own clock. ``previous`` names the session's exchange before it (the same messages, one user message
+and one reply shorter), the one a message like "别记这个" asks to forget. Pure.
 """
 
 from __future__ import annotations
@@ -47,11 +48,12 @@ class Exchange:
     at: str                          # ISO-8601: when it happened (the memories' created)
     id: str
     model: str | None = None
+    previous: str | None = None      # the id of the session's exchange before this one, when the messages hold it
 
     def payload(self) -> dict:
         """The job row's payload (the ledger's ``jobs.payload``)."""
         return {"user": self.user, "assistant": self.reply, "context": [m.to_dict() for m in self.context],
-                "model": self.model, "at": self.at}
+                "model": self.model, "at": self.at, "previous": self.previous}
 
     @classmethod
     def from_job(cls, job: Mapping[str, Any]) -> Exchange:
@@ -59,7 +61,7 @@ class Exchange:
         context = tuple(Message(m["role"], m["content"]) for m in p.get("context") or ()
                         if isinstance(m, Mapping) and m.get("role") in ("user", "assistant"))
         return cls(job["space"], job["session"], p.get("user", ""), p.get("assistant", ""), context,
-                   p.get("at") or "", job["id"], p.get("model"))
+                   p.get("at") or "", job["id"], p.get("model"), p.get("previous"))
 
 
 def exchange_of(space: Any, session: Any, messages: Any, reply: Any, *, at: datetime, model: str | None = None,
@@ -91,5 +93,8 @@ def exchange_of(space: Any, session: Any, messages: Any, reply: Any, *, at: date
         raise ValidationError(f"is {len(reply)} characters; the limit is {MAX_REPLY_CHARS}", field="reply")
     users = [message_text(m.get("content")) for m in heard if m.get("role") == "user"]
     context = normalize_context(heard[:-1], max_messages=context_messages, max_chars=context_chars)
+    previous = None  # the exchange before: the same conversation one user message and one reply shorter
+    if len(heard) >= 3 and heard[-2].get("role") == "assistant" and len(users) >= 2:
+        previous = exchange_id(space, session, users[:-1], message_text(heard[-2].get("content")))
     return Exchange(space, session, user, reply, context, at.isoformat(timespec="seconds"),
-                    exchange_id(space, session, users, reply), model)
+                    exchange_id(space, session, users, reply), model, previous)

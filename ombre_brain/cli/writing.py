@@ -1,0 +1,15 @@
+"""The write decision's commands: `fit-writer` (fit the learned decision on labelled exchanges)."""
+
+from __future__ import annotations
+
+from ..tools.fit_writer import default_out, fit_writer, format_fit
+from .recall import _require_files, _show
+
+
+def cmd_fit_writer(args) -> int:
+    _require_files(args.data)
+    blocks = [b.strip() for b in args.blocks.split(",") if b.strip()]
+    out = None if args.dry_run else (args.out or default_out())
+    res = fit_writer(args.data, config=args.config, blocks=blocks, model_id=args.id, l2=args.l2, folds=args.folds,
+                     out=out)
+    return _show(res, args.json, format_fit)

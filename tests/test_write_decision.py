@@ -1,0 +1,198 @@
+"""The learned write decision through real ingestion (`Brain.ingest_exchange`, the proxy's queue): what a user
+expects to be remembered is, in their words and on the right layer; questions, greetings and "别记这个" are not.
+
+The messages quoted in issue 29's "Why" are test cases here; they are in no training file.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from ombre_brain import Brain
+from ombre_brain.writing.model import WriteModel
+from ombre_brain.writing.signals import SIGNAL_NAMES
+
+from .conftest import LiveServer, StandInUpstream
+
+SPACE = "haven:xiaoyu"
+NOW = "2026-10-01T20:00:00+08:00"
+
+
+@pytest.fixture(scope="module")
+def wbrain(tmp_path_factory):
+    """One Brain for the module; each test uses spaces of its own."""
+    with Brain.open(tmp_path_factory.mktemp("write") / "data") as b:
+        yield b
+
+
+def ingest(brain, space: str, text: str, *, history: list | None = None, reply: str = "嗯嗯，我在听。",
+           session: str = "s1", now: str = NOW) -> list:
+    ids = brain.ingest_exchange(space, session, [*(history or []), {"role": "user", "content": text}], reply, now=now)
+    return [brain.get(space, i) for i in ids]
+
+
+@pytest.mark.parametrize("text, layer", [
+    ("我养了一只猫，叫豆包，三岁了", "stable_boundary"),     # an identity fact without a cue word
+    ("我最喜欢的电影是千与千寻", "stable_boundary"),
+    ("我跟男朋友分手了", "process_event"),                   # a relationship event
+    ("我妈妈下个月要做手术，我有点担心", "process_event"),    # an event in the life of someone the user cares about
+    ("My sister just got into Stanford!", "process_event"),
+    ("We fought a few days ago, then made up", "process_event"),
+])
+def test_what_a_user_expects_kept_is_kept_in_their_words(wbrain, text, layer):
+    space = f"haven:why{abs(hash(text)) % 10**6}"
+    (b,) = ingest(wbrain, space, text, reply="嗯，我记下了。")
+    assert b.memory_layer == layer
+    assert b.body == text and b.origin == "user" and b.basis == "stated"
+    assert b.memory_classification_source == "model"
+    assert b.created.startswith("2026-10-01T20:00:00")
+    (source,) = wbrain.sources(space, b.id)
+    assert source.startswith("exchange:")
+
+
+def test_a_stated_time_and_the_feeling_go_with_the_memory(wbrain):
+    (b,) = ingest(wbrain, "haven:when", "我妈妈下个月要做手术，我有点担心")
+    assert b.event_time.startswith("2026-11-01")
+    assert b.valence < 0.5 and b.arousal > 0.5
+    (b,) = ingest(wbrain, "haven:when", "My sister just got into Stanford!")
+    assert b.valence > 0.6 and b.event_time is None
+
+
+@pytest.mark.parametrize("text", [
+    "今天吃了什么呀", "我们什么时候一起去旅行呀", "还记得我们去海边那次吗", "你最喜欢什么颜色？",
+    "what did I tell you about my job?", "早安", "谢谢你～", "哈哈哈哈好的", "如果我明天不去上班会怎样哈哈",
+    "帮我写首关于秋天的小诗", "good night!",
+])
+def test_questions_greetings_and_chat_noise_write_nothing(wbrain, text):
+    space = "haven:noise"
+    assert ingest(wbrain, space, text, reply="嗯嗯～") == []
+
+
+def test_what_the_companion_says_about_itself_is_never_a_user_fact(wbrain):
+    assert ingest(wbrain, "haven:self", "你刚才说你也喜欢下雨天？", reply="对呀，我最喜欢下雨天窝着聊天。") == []
+
+
+def test_dont_remember_that_forgets_the_exchange_before_it(wbrain):
+    space = "haven:dontkeep"
+    (kept,) = ingest(wbrain, space, "我养了一只柯基，叫元宝", session="a", reply="元宝！好可爱的名字。")
+    first = [{"role": "user", "content": "我最近在偷偷准备考研，谁都没告诉"}]
+    (secret,) = ingest(wbrain, space, first[0]["content"], session="b", reply="我替你保密，加油！")
+    history = [*first, {"role": "assistant", "content": "我替你保密，加油！"}]
+    assert ingest(wbrain, space, "别记这个", history=history, session="b", reply="好，那段我不记。") == []
+    assert wbrain.get(space, secret.id) is None and wbrain.get(space, kept.id) is not None
+    job = next(j for j in wbrain.gateway.jobs.list(("done",)) if j["space"] == space
+               and (j["result"] or {}).get("forgot"))
+    assert job["result"]["forgot"]["source"].startswith("exchange:") and job["result"]["forgot"]["purge_id"]
+    assert job["result"]["decision"]["reason"] == "dont_keep_previous"
+
+
+def test_dont_save_this_keeps_nothing_of_itself_and_forgets_nothing_else(wbrain):
+    space = "haven:dontsave"
+    (kept,) = ingest(wbrain, space, "I'm a nurse in Leeds, mostly night shifts", reply="Night shifts are hard.")
+    history = [{"role": "user", "content": "I'm a nurse in Leeds, mostly night shifts"},
+               {"role": "assistant", "content": "Night shifts are hard."}]
+    assert ingest(wbrain, space, "don't save this but i kinda have a crush on my coworker", history=history,
+                  reply="My lips are sealed.") == []
+    assert wbrain.get(space, kept.id) is not None
+
+
+def test_a_short_answer_to_the_companions_question_is_kept_with_the_question(wbrain):
+    history = [{"role": "user", "content": "我今天刚搬完家"},
+               {"role": "assistant", "content": "辛苦啦！搬到哪个城市了呀？"}]
+    (b,) = ingest(wbrain, "haven:answer", "成都，离我爸妈近一点", history=history, reply="成都好呀，吃的多。")
+    assert b.body.startswith("成都，离我爸妈近一点") and "### context\n辛苦啦！搬到哪个城市了呀？" in b.body
+    assert b.title == "成都"
+
+
+def test_a_lesson_and_a_fact_in_one_message_are_two_memories(wbrain):
+    space = "haven:twosides"
+    got = ingest(wbrain, space, "我不吃香菜。以后你推荐菜的时候别给我推带香菜的", reply="好，记住了。")
+    by_layer = {b.memory_layer: b for b in got}
+    assert set(by_layer) == {"stable_boundary", "relationship_lesson"}
+    assert by_layer["relationship_lesson"].memory_subject == "relationship"
+    assert by_layer["stable_boundary"].body == "我不吃香菜。"  # the sentences split cleanly: each side its own
+    assert by_layer["relationship_lesson"].body == "以后你推荐菜的时候别给我推带香菜的"
+
+
+def test_a_repeat_joins_the_stored_memory_and_forgetting_it_releases_only_its_claim(wbrain):
+    space = "haven:repeat"
+    (first,) = ingest(wbrain, space, "我对芒果过敏，吃了会起疹子", session="a")
+    (again,) = ingest(wbrain, space, "我对芒果过敏，吃了会起疹子！", session="b")
+    assert again.id == first.id and again.body == first.body  # joined: no copy, the stored words stay
+    sources = wbrain.sources(space, first.id)
+    assert len(sources) == 2 and all(s.startswith("exchange:") for s in sources)
+    receipt = wbrain.purge(space, source=sources[1])
+    assert receipt["payload"]["released"] == [first.id]
+    assert wbrain.get(space, first.id) is not None and wbrain.sources(space, first.id) == [sources[0]]
+    wbrain.purge(space, source=sources[0])
+    assert wbrain.get(space, first.id) is None
+
+
+def test_an_update_is_its_own_memory_linked_to_the_old_one_and_forgetting_it_leaves_the_old(wbrain):
+    space = "haven:update"
+    (old,) = ingest(wbrain, space, "我每天早上跑步五公里", session="a")
+    (new,) = ingest(wbrain, space, "我现在每天早上跑步十公里", session="b", now="2026-11-01T08:00:00+08:00")
+    assert new.id != old.id and new.body == "我现在每天早上跑步十公里"
+    edges = wbrain.edges(space, [new.id])
+    assert [(e.from_id, e.to_id, e.relation) for e in edges] == [(new.id, old.id, "old_version")]
+    (source,) = wbrain.sources(space, new.id)
+    wbrain.purge(space, source=source)
+    assert wbrain.get(space, new.id) is None and wbrain.get(space, old.id) is not None
+    assert wbrain.edges(space, [old.id]) == []
+
+
+def test_a_model_fitted_on_another_embedder_falls_back_to_the_rule_writer_with_one_warning(tmp_path, caplog):
+    d = len(SIGNAL_NAMES) + 384
+    WriteModel("elsewhere", ("e5", "signals"), {"e5": "sentence-transformers:some-other-model"}, SIGNAL_NAMES,
+               np.zeros((4, d)), np.zeros(4), np.zeros(d), 0.0).save(tmp_path / "models")
+    cfg = {"writer": {"model": {"id": "elsewhere", "path": str(tmp_path / "models")}}}
+    with Brain.open(tmp_path / "data", cfg) as b, caplog.at_level(logging.WARNING, logger="ombre_brain"):
+        for i in range(3):
+            b.ingest_exchange(SPACE, f"s{i}", [{"role": "user", "content": f"今天头好疼，什么都不想做{i}"}], "抱抱")
+        (job, *_) = b.gateway.jobs.list(("done",))
+        assert job["result"]["extractor"] == "rule"
+        assert [b.get(SPACE, i).memory_classification_source for i in job["result"]["bucket_ids"]] == ["rule"]
+    warned = [r for r in caplog.records if "cannot run here" in r.getMessage()]
+    assert len(warned) == 1 and "sentence-transformers:some-other-model" in warned[0].getMessage()
+
+
+def test_the_proxy_remembers_the_statements_not_the_question_and_decides_on_the_worker(tmp_path):
+    upstream = StandInUpstream()
+    brain = Brain.open(tmp_path / "data", {"server": {"default_space": SPACE},
+                                          "upstream": {"base_url": upstream.url, "timeout_s": 10, "retries": 0},
+                                          "ingest": {"poll_s": 0.05}})
+    threads: list[str] = []
+    writer = brain.gateway.ingest.writer
+    decide = writer.decide
+    writer.decide = lambda ex: (threads.append(threading.current_thread().name), decide(ex))[1]
+    brain.gateway.start_worker()
+    server = LiveServer(brain)
+    try:
+        said = ["我在杭州做前端开发，天天加班", "我下周要去成都出差三天", "你还记得我在哪个城市工作吗？"]
+        messages: list[dict] = []
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            for i, text in enumerate(said):
+                upstream.reply = f"好的，第{i + 1}句我听到了。"
+                messages = [*messages, {"role": "user", "content": text}]
+                r = client.post("/v1/chat/completions", headers={"X-Ombre-Session-Id": "p1"},
+                                json={"model": "m", "messages": messages})
+                assert r.status_code == 200
+                messages = [*messages, {"role": "assistant", "content": upstream.reply}]
+        deadline = time.monotonic() + 60
+        while len([j for j in brain.gateway.jobs.list(("done",)) if j["space"] == SPACE]) < 3:
+            assert time.monotonic() < deadline, brain.gateway.jobs.list(("pending", "running", "failed", "dead"))
+            time.sleep(0.05)
+        kept = brain.list(SPACE, limit=100)
+        assert sorted(b.body for b in kept) == sorted(said[:2])
+        assert {b.memory_layer for b in kept} <= {"stable_boundary", "process_event", "short_state"}
+        assert threads == ["ombre-ingest"] * 3  # decided on the ingestion worker, never in the proxied request
+    finally:
+        server.close()
+        brain.close()
+        upstream.close()
