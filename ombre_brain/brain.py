@@ -78,7 +78,8 @@ class Brain:
             require_shared_keys(cfg)  # refuse to start before anything is opened
         self.store = BucketStore(self.path, cfg, lambda: get_embedder(cfg.embedding), self.tokenize,
                                  lambda: get_second_opinion(cfg.embedding.second_opinion == "auto"))
-        self.policy = RecallPolicy(cfg, tokenizer=lambda t, s=None: self.tokenize(t))
+        # the planner asks for tokens with and without stop words: one-character cues (它, 她) are stop words
+        self.policy = RecallPolicy(cfg, tokenizer=lambda t, s=frozenset(): tokenize(t, s))
         self.retriever = Retriever(self.store, cfg, self.policy)
         self.admitter = Admitter(self.store, cfg)
         self.facts = FactsStore(self.store.ledger, cfg)

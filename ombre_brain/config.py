@@ -161,6 +161,8 @@ class RetrievalConfig:
     sensitive_tags: tuple[str, ...] = ("sensitive", "private", "敏感", "隐私")  # never recalled unasked
     min_relative_score: float = field(default=0.35, metadata=_rng(0, 1))
     dictionary_expansion: bool = False  # BM25 also searches the query's terms in the other script (the dictionary)
+    dictionary: bool = True  # admission reads the bilingual dictionary (route 2b, conflicts), whatever the model
+    min_dictionary_coverage: float = field(default=0.6, metadata=_rng(0, 1))  # route 2b's share of the asked weight
 
 
 @dataclass(frozen=True)

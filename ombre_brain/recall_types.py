@@ -186,22 +186,23 @@ class Admission:
         if self.evidence is not None:
             d.update(evidence=self.evidence, features=dict(self.features or {}),
                      aligned=[{"term": t, "word": w, "cosine": c} for t, w, c in self.aligned])
-            if self.dictionary:
-                d["dictionary"] = [{"term": t, "word": w, "kind": k} for t, w, k in self.dictionary]
+        if self.dictionary:  # shown with a refusal too: dictionary_conflict says which words met
+            d["dictionary"] = [{"term": t, "word": w, "kind": k} for t, w, k in self.dictionary]
         return d
 
     def summary(self) -> str:
         """One line for people: 'evidence 0.81 — lexical 0.0, dense z 3.4, cross-script, aligned beach→海边 0.62'."""
+        pairs = " ".join(f"{t}→{w} ({k})" for t, w, k in self.dictionary)
         if self.evidence is None:
-            return self.reason
+            return f"{self.reason}: {pairs}" if pairs else self.reason
         f = self.features or {}
         parts = [f"lexical {f.get('lexical', 0.0):.2f}", f"dense z {f.get('dense_z', 0.0):.1f}"]
         if f.get("cross_script"):
             parts.append("cross-script")
         if self.aligned:
             parts.append("aligned " + " ".join(f"{t}→{w or '?'} {c:.2f}" for t, w, c in self.aligned))
-        if self.dictionary:
-            parts.append(" ".join(f"{t}→{w} ({k})" for t, w, k in self.dictionary))
+        if pairs:
+            parts.append(pairs)
         return f"evidence {self.evidence:.2f} — " + ", ".join(parts)
 
 

@@ -314,7 +314,8 @@ def _generous(brain_path):
 
     with Brain.open(brain_path / "probe") as b:
         key = b.admitter.model_key()
-    return {"retrieval": {"admission": {"models": {key: {"weights": {}, "bias": 10.0, "admit": 0.5}}}}}
+    weights = {"lexical": 0.0, "dense_z": 0.0, "cross_script": 0.0, "aligned": 0.0}  # read (and shown), weighing nothing
+    return {"retrieval": {"admission": {"models": {key: {"weights": weights, "bias": 10.0, "admit": 0.5}}}}}
 
 
 def test_weather_dreams_and_context_only_moments_never_admit(tmp_path):
@@ -345,7 +346,9 @@ def test_the_direct_seed_gate_carries_the_evidence_and_the_debug_page_shows_it(t
     from ombre_brain import Brain
     from ombre_brain.server.app import create_app
 
-    with Brain.open(tmp_path / "d", _generous(tmp_path)) as b:
+    cfg = _generous(tmp_path)
+    cfg["retrieval"]["dictionary"] = False  # with it, sunrise→日出 would admit through the dictionary instead
+    with Brain.open(tmp_path / "d", cfg) as b:
         b.write(space="dbg:x", id="sea", title="一起去海边看日出")
         b.write(space="dbg:x", id="pork", title="周末做了红烧肉")
         Q = "do you remember watching the sunrise by the sea?"  # no word in common: only the score can admit

@@ -43,17 +43,27 @@ def test_a_store_of_one_memory_answers_a_lookup(young):
     assert "UNKNOWN" not in turn.rendered
 
 
+OTHERS = ["我在杭州做前端开发", "周末喜欢去爬山", "我对芒果过敏", "下个月要去成都出差", "最近在学吉他",
+          "我妈做的红烧肉最好吃", "每天早上跑五公里", "我最喜欢的颜色是墨绿色", "上周末去看了话剧", "我养了一盆多肉",
+          "我的生日是三月十二号", "大学是在武汉读的", "最近睡眠不太好", "喜欢喝冰美式", "我恐高，不敢坐摩天轮",
+          "周三晚上有羽毛球课", "我在攒钱买相机", "高中最好的朋友叫小雨", "不吃香菜", "在看一本关于宇宙的书",
+          "今年想去新疆自驾", "家里有台旧钢琴", "最近在追一部悬疑剧", "对猫毛过敏", "小时候住在海边的小镇",
+          "年底要搬家", "我喜欢下雨天", "最近在减肥", "我会说一点日语"]
+
+
 def test_the_same_question_gets_the_same_decision_as_the_store_grows(young):
-    """Evidence stands against a fixed reference, not the store: adding unrelated memories changes nothing."""
+    """A store of one memory, of eight, of thirty: the question about the dog gets the same decision, as the
+    evidence stands against the shipped reference until the store has a background of its own (design §13)."""
     write(young, "dog", "我家金毛叫可乐，五岁了")
-    first = young.turn(SPACE, "a", "你还记得我家狗叫啥不", AT, dry_run=True)
-    for i, text in enumerate(["我在杭州做前端开发", "周末喜欢去爬山", "我对芒果过敏", "下个月要去成都出差",
-                              "最近在学吉他", "我妈做的红烧肉最好吃"]):
-        write(young, f"o{i}", text)
-    later = young.turn(SPACE, "b", "你还记得我家狗叫啥不", AT, dry_run=True)
-    ev = [t.explain("dog")["runtime_gate"]["direct_seed"] for t in (first, later)]
-    assert ev[0]["allowed"] and ev[1]["allowed"]
-    assert ev[0]["features"]["ref_z"] == pytest.approx(ev[1]["features"]["ref_z"], abs=1e-4)
+    decisions = []
+    for size in (1, 8, 30):
+        while len(young.store.list(SPACE)) < size:
+            n = len(young.store.list(SPACE)) - 1
+            write(young, f"o{n}", OTHERS[n])
+        turn = young.turn(SPACE, f"s{size}", "你还记得我家狗叫啥不", AT, dry_run=True)
+        decisions.append(turn.explain("dog")["runtime_gate"]["direct_seed"])
+    assert all(d["allowed"] for d in decisions), decisions
+    assert len({d["reason"] for d in decisions}) == 1
 
 
 def test_a_follow_up_after_a_recall_keeps_the_memory(young):
@@ -83,20 +93,24 @@ def test_a_pronoun_takes_its_topic_from_the_conversation(young, query, context):
 
 
 def test_it_refers_to_the_pet_just_recalled(young):
-    write(young, "rabbit", "家里养了只垂耳兔，叫团子，一岁多")
-    write(young, "vet", "团子前两天拉肚子，带去宠物医院住了两天", layer="process_event")
-    first = young.turn(SPACE, "s1", "你还记得我家兔子叫什么吗", AT)
-    assert "rabbit" in first.item_ids("recalled_memory")
-    ctx = [{"role": "user", "content": "你还记得我家兔子叫什么吗"}, {"role": "assistant", "content": "团子呀"}]
-    turn = young.turn(SPACE, "s1", "它前阵子是不是住过院", LATER.format(1), context=ctx)
-    assert "vet" in shown(turn), turn.to_dict()["suppressed"]
+    write(young, "pig", "家里养了只荷兰猪，叫土豆，两岁半了")
+    write(young, "vet", "土豆上周一直打喷嚏，带去宠物医院输了三天液", layer="process_event")
+    first = young.turn(SPACE, "s1", "你还记得我家荷兰猪叫什么吗", AT)
+    assert "pig" in first.item_ids("recalled_memory")
+    ctx = [{"role": "user", "content": "你还记得我家荷兰猪叫什么吗"}, {"role": "assistant", "content": "土豆呀"}]
+    age = young.turn(SPACE, "s1", "它几岁了", LATER.format(1), context=ctx)
+    assert "pig" in shown(age), age.to_dict()["suppressed"]  # the memory just recalled stays in play
+    assert "UNKNOWN" not in age.rendered
+    ctx += [{"role": "user", "content": "它几岁了"}, {"role": "assistant", "content": "两岁半啦"}]
+    sick = young.turn(SPACE, "s1", "它上次打喷嚏是什么时候", LATER.format(2), context=ctx)
+    assert "vet" in shown(sick), sick.to_dict()["suppressed"]
 
 
 def test_things_said_in_passing_recall_what_the_store_knows(young):
     write(young, "migraine", "我有偏头痛，每个月都会犯一两次，一疼就得躺下")
     write(young, "mango", "我对芒果过敏，吃一口嘴就肿")
     write(young, "job", "我在杭州做前端开发")
-    head = young.turn(SPACE, "s1", "唉，头又一跳一跳地疼起来了", AT)
+    head = young.turn(SPACE, "s1", "今天又头疼了", AT)
     assert "migraine" in shown(head, ("recalled_memory",))
     mango = young.turn(SPACE, "s2", "同事给我带了一大杯芒果冰沙", AT)
     assert "mango" in shown(mango, ("recalled_memory",))

@@ -382,6 +382,16 @@ def sensitive(bucket: Any, cfg: Any) -> bool:
     return any(t.casefold() in tags for t in bucket.tags)
 
 
+def dictionary_admits(dict_ev: Any, weighed: bool, unasked: bool, cfg: Any) -> bool:
+    """Route 2b of :func:`admit`: what is asked is said in the memory in other words or the other language, through
+    the dictionary (beach → 海边, 海边 → 沙滩), covering at least ``retrieval.min_dictionary_coverage`` of the
+    asked weight with at least one pair through the dictionary, no key term in conflict, for a weighed candidate
+    of a message that asks (design §18)."""
+    return (dict_ev is not None and weighed and not unasked and dict_ev.conflict <= 0
+            and any(k == "dict" for *_, k in dict_ev.pairs)
+            and dict_ev.matched >= cfg.retrieval.min_dictionary_coverage)
+
+
 def lexical_admits(first: str | None, coverage: float, cfg: Any) -> bool:
     """Route 2 of :func:`admit`: a discriminative term is written in the memory and the written terms cover at
     least ``retrieval.min_term_coverage`` of what the query asks (calibrate counts injections with it too)."""
@@ -392,6 +402,7 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
     """Whether a candidate has evidence enough for a direct hit (design §13; the direct seed gate reads it).
 
     1. only context-only moments matched -> ``context_only_match``, never admitted;
+    2b. through the dictionary (:func:`dictionary_admits`) -> ``dictionary_match``;
     2. lexical evidence: a discriminative query term in the title, summary, tags or main body,
        covering at least ``retrieval.min_term_coverage`` of the query's term weight
        (:func:`lexical_admits`) ->
@@ -419,13 +430,18 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
         return Admission(False, "context_only_match", semantic_score=semantic)
     if candidate.bucket.id in q.said:
         return Admission(False, "said_in_conversation", semantic_score=semantic)
-    unasked = model is not None and model.admit_unasked is not None and not q.lookup
-    if unasked and sensitive(candidate.bucket, cfg):
+    if not q.lookup and sensitive(candidate.bucket, cfg):  # never brought up unasked, whatever the model
         return Admission(False, "sensitive_unasked", semantic_score=semantic)
+    unasked = model is not None and model.admit_unasked is not None and not q.lookup
     matched, first, coverage = lexical_match(candidate, q.asked)
     dict_ev = q.dictionary.get(candidate.bucket.id)
     conflict = dict_ev is not None and dict_ev.conflict > 0  # a key term meets a different thing of its kind
     lexical_ok = lexical_admits(first, coverage, cfg) and not unasked and not conflict
+    if conflict and (model is None or "dict_conflict" not in model.feature_names):
+        # a model fitted without the dictionary cannot weigh a conflict: a key term that meets a different thing of
+        # its kind (my sister against a memory of my brother) is the near miss, whatever else the memory says
+        return Admission(False, "dictionary_conflict", matched, semantic, coverage,
+                         dictionary=dict_ev.pairs if dict_ev is not None else ())
     weighed = model is not None and q.weighs(candidate, cfg.retrieval.admission.max_rank)
     rank = q.script_rank.get(candidate.bucket.id) if model is not None else None
     feats = candidate_features(candidate, q, coverage, model.feature_names) if weighed else None
@@ -435,6 +451,9 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
     if lexical_ok:  # what the query asks about is written in the memory: that alone is evidence
         return Admission(True, f"term_in_{first}", matched, semantic, coverage, evidence=ev, features=feats,
                          aligned=aligned, script_rank=rank, dictionary=pairs)
+    if dictionary_admits(dict_ev, weighed or model is None, unasked, cfg):  # said there in other words
+        return Admission(True, "dictionary_match", matched, semantic, coverage, evidence=ev, features=feats,
+                         aligned=aligned, script_rank=rank, dictionary=dict_ev.pairs)
     if model is not None and not weighed:
         return Admission(False, "below_admission_rank", matched, semantic, coverage, script_rank=rank)
     if weighed:

@@ -27,8 +27,13 @@ __all__ = ["KIND", "SYNONYM", "DictEvidence", "dict_evidence"]
 
 SYNONYM = 0.8  # an English word this close to a Chinese word's English gloss means the same (grandma/grandmother
 # 0.91, kitty/cat 0.81; sister/brother 0.75 and aunt/uncle 0.79 stay below: measured with USE v3)
-KIND = 0.5      # two words this close are the same kind of thing (sister/brother); a conflict when they differ
+KIND = 0.55     # two words this close are the same kind of thing; a conflict when they differ. Measured with USE v3
+# on the words' English senses: sister/brother 0.75, 外公/外婆 0.80, cat/dog 0.67, colleague/friend 0.64, coffee/tea
+# 0.61, dad/mom 0.58 stand above; rabbit/pet 0.54 (a kind and its kind), smoothie/mouth 0.52, apple/banana 0.51,
+# teacher/doctor 0.48 below: USE's word space puts unrelated everyday nouns near 0.5
 KEY_SHARE = 0.5  # a key term weighs at least this share of the heaviest asked term
+THING_SHARE = 0.5  # an English word names a thing when at least this share of its Chinese headwords are nouns
+MIN_ZIPF = 3.0   # English senses compared for kind are everyday words (wordfreq zipf ≥ 3: "sister" 4.9, "dango" 1.1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,17 +48,51 @@ NONE = DictEvidence(0.0, 0.0, ())
 
 def _near(term: str, word: str, bridge, cos: Callable[[str, str], float | None]) -> bool:
     """Two words whose English senses are close in meaning in the second opinion's word space: an English word and a
-    Chinese word's glosses (grandma, 外婆's "grandmother"), or two Chinese words' glosses (猫咪 "kitty", 猫 "cat")."""
+    Chinese word's glosses (grandma, 外婆's "grandmother"), or two Chinese words' glosses that share a character
+    (猫咪 "kitty", 猫 "cat")."""
     t_cjk, w_cjk = bool(CJK_RE.search(term)), bool(CJK_RE.search(word))
     if not t_cjk and not w_cjk:
+        return False
+    if t_cjk and w_cjk and not set(term) & set(word):
+        # two Chinese words glossed alike are one thing only when they share a morpheme (猫咪/猫, 小狗/狗): 外婆 and
+        # 奶奶 both gloss "grandmother", and are two different grandmothers
         return False
     return any((cos(a, b) or 0.0) >= SYNONYM for a in bridge.head_words(term) for b in bridge.head_words(word))
 
 
+def _kind(a: str, b: str, bridge, cos: Callable[[str, str], float | None]) -> float:
+    """How much two words are the same kind of thing: the closest pair of their English senses in the second
+    opinion's word space (sister/brother 0.75). Read on the senses, not the words: two Chinese words that share a
+    character (阵子 "a while", 团子 "dumpling") embed close whatever they mean."""
+    return max(((cos(x, y) or 0.0) for x in bridge.head_words(a) for y in bridge.head_words(b)
+                if _common(x) and _common(y)), default=0.0)
+
+
+def _common(word: str) -> bool:
+    """An everyday English word, whose vector the second opinion knows well (a rare one, "dango", embeds generically
+    close to anything)."""
+    from wordfreq import zipf_frequency
+
+    return zipf_frequency(word, "en") >= MIN_ZIPF
+
+
+def _names_a_thing(word: str, bridge, thing: Callable[[str], bool]) -> bool:
+    """A word that names a thing (a person, an animal, a place, an object): a Chinese word jieba tags a noun; an
+    English word most of whose Chinese headwords are nouns ("sister" 0.9, "again" 0.07, "scared" 0.06; a word the
+    dictionary does not hold is not one). Only two things swap in a near miss: "again" against 那么 is no conflict."""
+    if CJK_RE.search(word):
+        return thing(word)
+    heads = bridge.headwords(word)
+    return bool(heads) and sum(thing(h) for h in heads) >= THING_SHARE * len(heads)
+
+
 def dict_evidence(groups: Sequence[tuple[Sequence[str], float]], words: Sequence[str], bridge,
-                  held: Callable[[str], bool], cos: Callable[[str, str], float | None]) -> DictEvidence:
+                  held: Callable[[str], bool], cos: Callable[[str, str], float | None], *,
+                  conflicts: bool = True, thing: Callable[[str], bool] = lambda t: True) -> DictEvidence:
     """The dictionary's reading of one memory: see the module docstring. ``held(term)``: the term is written in
-    the memory; ``cos(a, b)``: the second opinion's cosine of two words (None when it cannot read one)."""
+    the memory; ``cos(a, b)``: the second opinion's cosine of two words (None when it cannot read one);
+    ``conflicts``: whether the groups are the message's own terms (only those can conflict); ``thing(term)``: the
+    term names a thing (a noun: a person, an animal, a place), the only kind of term a near miss swaps."""
     total = sum(w for _, w in groups)
     if total <= 0:
         return NONE
@@ -71,12 +110,14 @@ def dict_evidence(groups: Sequence[tuple[Sequence[str], float]], words: Sequence
             got += weight
             pairs.append((*match, "dict"))
             continue
-        if weight < KEY_SHARE * heaviest:
+        if not conflicts or weight < KEY_SHARE * heaviest:
             continue
         for m in members:
+            if not _names_a_thing(m, bridge, thing):
+                continue
             for w in words:
-                if bridge.differs(m, w):
-                    c = cos(m, w) or 0.0
+                if bridge.differs(m, w) and _names_a_thing(w, bridge, thing):
+                    c = _kind(m, w, bridge, cos)
                     if c >= KIND and c > conflict:
                         conflict = c
                         pairs = [p for p in pairs if p[2] != "conflict"] + [(m, w, "conflict")]

@@ -91,6 +91,8 @@ def _head_word(gloss: str) -> str | None:
     main = re.sub(r"^\s*to\s+", "", _PAREN_RE.sub(" ", g).lower()).strip()
     if not main or _PINYIN_RE.fullmatch(main.replace(" ", "")):
         return None
+    if re.search(r"\w['’]s\b", main):  # a relation spelled out ("mother's mother" of 外婆) names the relative, not the
+        return None                     # mother: the entry's other gloss ("maternal grandmother") says what it is
     words = [w for w in _WORD_RE.findall(main) if w not in _REGISTER]
     while words and words[-1] in _GENERIC:
         words.pop()
@@ -153,6 +155,8 @@ class Bridge:
         a_cjk, b_cjk = bool(CJK_RE.search(a)), bool(CJK_RE.search(b))
         if a_cjk and b_cjk and (len(a) < 2 or len(b) < 2):
             return False  # one character glosses too widely to make two words synonyms
+        if any(c and len(w) == 1 and not self.clear(w) for c, w in ((a_cjk, a), (b_cjk, b))):
+            return False  # nor to name an English word's meaning, unless its meaning is clear (狗, not 当)
         if self.senses(a) & self.senses(b):
             return True
         if a_cjk != b_cjk:  # a kind of the other: 哈士奇 "husky (sled dog)" is a dog
@@ -174,7 +178,7 @@ class Bridge:
 
     def clear(self, word: str) -> bool:
         """A single Chinese character with a clear meaning (at most ``CLEAR_HEADS`` heads): 哥, 姐, 妈; not 叫."""
-        return len(word) == 1 and bool(CJK_RE.search(word)) and 0 < len(self.zh_heads.get(word, ())) <= CLEAR_HEADS
+        return len(word) == 1 and bool(CJK_RE.search(word)) and 0 < len(self.zh_words.get(word, ())) <= CLEAR_HEADS
 
     def headwords(self, english: str) -> frozenset[str]:
         """Chinese headwords an English word names, through its stem (beach → 海边, 沙滩, 海滩 …)."""

@@ -37,11 +37,12 @@ from .admission import (
 from .alignment import Alignment, align, memory_words
 from .background import load_reference
 from .candidates import Retrieval, query_vector
-from .dict_evidence import DictEvidence, dict_evidence
+from .dict_evidence import KEY_SHARE, DictEvidence, dict_evidence
 from .dictionary import bridge as dictionary_bridge
 from .features import FEATURES, INPUTS
+from .lexical import names_a_thing
 from .second_opinion import memory_vector
-from .terms import normalize_term, term_weight
+from .terms import normalize_term, specificity, term_weight
 
 log = logging.getLogger("ombre_brain")
 
@@ -49,6 +50,7 @@ BACKGROUND_SAMPLE = 256  # moments whose cosines to the query are its background
 MIN_BACKGROUND = 8
 MIN_IDF_MOMENTS = 8  # below this a space's own idf cannot tell common words from rare ones
 WORD_CACHE = 4096  # buckets whose words are kept (they are cut by jieba once per version)
+PRONOUNS = frozenset("我你他她咱俺")  # a possessive jieba keeps with a one-character noun (我姐: my sister)
 
 
 class Admitter:
@@ -70,6 +72,8 @@ class Admitter:
         t0 = perf_counter()
         model = self.admission_model(self.model_key())
         needs = FEATURES.inputs_of(model.feature_names) if model is not None else frozenset()
+        if self.cfg.retrieval.dictionary:
+            needs |= {"dictionary"}
         q = self.query_evidence(space, plan, found, needs=needs)
         cands = tuple(dataclasses.replace(c, admission=admit(c, q, cfg=self.cfg, model=model))
                       for c in found.candidates)
@@ -99,7 +103,7 @@ class Admitter:
         max_rank = self.cfg.retrieval.admission.max_rank
         weighed = [c for c in found.candidates if ranks.get(c.bucket.id, max_rank + 1) <= max_rank]
         aligned = self._alignment(asked, weighed) if "alignment" in needs else {}
-        dictionary = self._dictionary(asked, weighed, plan.terms) if "dictionary" in needs else {}
+        dictionary = self._dictionary(asked, weighed, plan.terms, lookup=not plan.unasked) if "dictionary" in needs else {}
         if needs & {"dense", "second_opinion"} and query.strip():
             qvec = found.qvec if found.qvec is not None else query_vector(emb.query, plan, self.cfg)
             sample = self._sample(space)
@@ -135,7 +139,7 @@ class Admitter:
         user's turn does not pay for it: the server calls this at start; commands that never admit never do."""
         model = self.admission_model(self.model_key())
         needs = FEATURES.inputs_of(model.feature_names) if model is not None else frozenset()
-        if "dictionary" in needs:
+        if "dictionary" in needs or self.cfg.retrieval.dictionary:
             dictionary_bridge()
         if "reference" in needs:
             self.reference(self.store.embedder)
@@ -216,8 +220,8 @@ class Admitter:
         return {bid: align([members for members, _ in groups], ws, vectors, stop=self._stop)
                 for bid, ws in words.items()}
 
-    def _dictionary(self, asked: AskedTerms, cands: Sequence[Candidate],
-                    terms: Sequence[str] = ()) -> dict[str, DictEvidence]:
+    def _dictionary(self, asked: AskedTerms, cands: Sequence[Candidate], terms: Sequence[str] = (), *,
+                    lookup: bool = True) -> dict[str, DictEvidence]:
         """Each candidate's reading through the bilingual dictionary (:mod:`.dict_evidence`): what it holds of the
         message's terms in any language, and whether a key term meets a different thing of the same kind.
 
@@ -226,9 +230,19 @@ class Admitter:
         if not cands:
             return {}
         bridge = dictionary_bridge()
-        groups = list(asked.groups[:asked.message_groups] if asked.message_groups else asked.groups)
+        # the message's own terms (a follow-up that says none of its own reads the conversation's, for matches only:
+        # a conflict is the message's own key term meeting a different thing, never a context term's)
+        own = asked.message_groups if asked.message_groups is not None else len(asked.groups)
+        # weighed by how specific each term is in its language, English too ("grandma" outweighs "went" and "see"),
+        # as word alignment weighs them: the dictionary's share is read on the terms that name the topic
+        groups = [(m, w * max(specificity(x) / term_weight(x) for x in m)) for m, w in asked.groups[:own] or asked.groups]
+        if own == 0 and groups:  # a follow-up's topic is what the conversation named, its key terms, not its chat
+            top = max(w for _, w in groups)
+            groups = [(m, w) for m, w in groups if w >= KEY_SHARE * top]
+        conflicts = own > 0 and lookup  # a near miss is a question about a different thing; a statement asks none
         have = {m for members, _ in groups for m in members}
-        groups += [((t,), term_weight(t)) for t in dict.fromkeys(terms)
+        singles = [t[1:] if len(t) == 2 and t[0] in PRONOUNS else t for t in terms]  # 我姐 → 姐
+        groups += [((t,), specificity(t)) for t in dict.fromkeys(singles)
                    if t not in have and t not in self._stop and bridge.clear(t)]
         if not groups:
             return {}
@@ -249,7 +263,8 @@ class Admitter:
         for c in cands:
             texts = [t for _, t in admission.admissible_texts(c.bucket)]
             out[c.bucket.id] = dict_evidence([(tuple(m), w) for m, w in groups], words[c.bucket.id], bridge,
-                                             lambda t, texts=texts: any(admission.found(t, x) for x in texts), cos)
+                                             lambda t, texts=texts: any(admission.found(t, x) for x in texts), cos,
+                                             conflicts=conflicts, thing=names_a_thing)
         return out
 
     def _memory_words(self, b) -> tuple[str, ...]:

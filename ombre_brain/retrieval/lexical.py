@@ -68,6 +68,20 @@ def _normalised_stops(stop_words: frozenset[str]) -> frozenset[str]:
 _normalise = normalize  # NFKC folds full-width letters and digits (ＡＢＣ１２) into ASCII, as users type both
 
 
+@lru_cache(maxsize=8192)
+def names_a_thing(term: str) -> bool:
+    """Does a Chinese term name a thing (jieba tags it a noun: a person, an animal, a place, an object)? A term with
+    no Chinese is taken as one (the dictionary reads English words through their headwords). Only such a term is what a near miss swaps (my sister for my brother): an adjective, a verb or a
+    time word ("特别", "期待", "晚上") never conflicts (design §18)."""
+    if not re.search(f"[{HAN}]", term):
+        return True
+    import jieba.posseg as posseg
+
+    with _jieba_lock:
+        pairs = posseg.lcut(term)
+    return len(pairs) == 1 and pairs[0].flag.startswith("n")
+
+
 def tokenize(text: str, stop_words: frozenset[str] = frozenset()) -> list[str]:
     """Terms of a text, in order and with repeats (BM25 needs term frequency).
 

@@ -195,6 +195,8 @@ def choose_threshold(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Q
     if best[0] < 0:
         return best[1]
     best = _coordinate_moves(best, crosses, GRID, value, better)
+    if not any(q.kind == "implicit" for q in questions):  # no recall unasked to set a bar for
+        return best[1]
     return (*best[1], _unasked(inj, questions, best[1], p, casual))
 
 

@@ -86,7 +86,7 @@ def direct_seed_gate(plan: QueryPlan, cand: Candidate, decision: LayerDecision, 
     adm = cand.admission
     detail = {"evidence": adm.evidence, "features": dict(adm.features or {})} if adm.evidence is not None else None
     if not adm.admitted:
-        passed_on = ("context_only_match", "said_in_conversation", "sensitive_unasked")
+        passed_on = ("context_only_match", "said_in_conversation", "sensitive_unasked", "dictionary_conflict")
         reason = adm.reason if adm.reason in passed_on else "no_topic_evidence"
         return GateResult(False, reason, detail)
     if decision.layer == "favorite_memory":

@@ -20,6 +20,8 @@ ADMISSION_REASONS: Mapping[str, str] = {
     "term_in_summary": "a discriminative query term is in the summary",
     "term_in_tags": "a discriminative query term is in the tags",
     "term_in_body": "a discriminative query term is in the body",
+    "dictionary_match": "what is asked is said in the memory in other words or the other language, through the "
+                        "bilingual dictionary (beach→海边), with no key term in conflict",
     "evidence_above_threshold": "the calibrated evidence that this is the memory asked about reaches the admit "
                                 "threshold of retrieval.admission",
     "evidence_below_threshold": "the calibrated evidence that this is the memory asked about is below the admit "
@@ -29,9 +31,12 @@ ADMISSION_REASONS: Mapping[str, str] = {
                             "for admission",
     "no_topic_evidence": "no discriminative term or reliable semantic score for this bucket",
     "said_in_conversation": "its words are in the conversation the turn hears: the prompt already holds them",
+    "dictionary_conflict": "a key term of the message meets a word the dictionary says is a different thing of the "
+                           "same kind (sister against 哥哥): a near miss",
     "sensitive_unasked": "tagged sensitive (retrieval.sensitive_tags): recalled only when the user asks about it",
 }
-ADMITTING = ("term_in_title", "term_in_summary", "term_in_tags", "term_in_body", "evidence_above_threshold")
+ADMITTING = ("term_in_title", "term_in_summary", "term_in_tags", "term_in_body", "dictionary_match",
+             "evidence_above_threshold")
 
 GENERAL_REASONS: Mapping[str, str] = {
     "not_applicable": "the gate does not apply to this item",
