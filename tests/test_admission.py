@@ -314,7 +314,7 @@ def _generous(brain_path):
 
     with Brain.open(brain_path / "probe") as b:
         key = b.admitter.model_key()
-    weights = {"lexical": 0.0, "dense_z": 0.0, "cross_script": 0.0, "aligned": 0.0}  # read (and shown), weighing nothing
+    weights = {"lexical": 0.0, "dense_z": 0.0, "cross_script": 0.0, "aligned": 0.0}  # read, shown, weigh nothing
     return {"retrieval": {"admission": {"models": {key: {"weights": weights, "bias": 10.0, "admit": 0.5}}}}}
 
 

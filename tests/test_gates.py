@@ -477,6 +477,7 @@ def _all_reasons(cfg) -> set[str]:
         lambda b: cand(b, admitted=False, reason="dictionary_conflict"),
         lambda b: cand(b, admitted=False, reason="sensitive_unasked"),
         lambda b: cand(b, reason="dictionary_match"),
+        lambda b: cand(b, reason="mentioned_in_title"),
         lambda b: cand(b, admitted=False, reason="context_only_match", section="affect_anchor"),
         lambda b: cand(b, reason="term_in_tags", matched=("haven_favorite",)),
         lambda b: cand(b, context_hits=("comment",)),

@@ -271,6 +271,7 @@ class QueryEvidence:
     use_standing: Any = None      # the same for the second opinion (USE), or None
     lookup: bool = False          # the message asks about the user's past (a lookup), not a statement
     dictionary: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # bucket -> DictEvidence
+    things: tuple[str, ...] = ()  # a statement's key terms that name things (route 2c, retrieval/mention.py)
 
     def weighs(self, c: Candidate, max_rank: int) -> bool:
         """Is this candidate weighed for admission: among the ``max_rank`` best of those written in its script?"""
@@ -330,7 +331,7 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
                    aligned: Mapping[str, Alignment] | None = None,
                    cjk: Mapping[str, bool] | None = None, standing: Any = None, use_standing: Any = None,
                    lookup: bool = False, heard: Sequence[str] = (),
-                   dictionary: Mapping[str, Any] | None = None) -> QueryEvidence:
+                   dictionary: Mapping[str, Any] | None = None, things: Sequence[str] = ()) -> QueryEvidence:
     """Per query: each candidate's content cosine and its rank in each channel.
 
     ``exact`` gives cosines computed from stored vectors for candidates dense search did not return;
@@ -356,7 +357,7 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
                          {b: i for i, b in enumerate(lexical, 1)}, cjk_capable=cjk_capable, second=dict(second or {}),
                          aligned=dict(aligned or {}), cjk=cjk, script_rank=script_ranks(cands, cjk, said), said=said,
                          standing=standing, use_standing=use_standing, lookup=lookup,
-                         dictionary=dict(dictionary or {}))
+                         dictionary=dict(dictionary or {}), things=tuple(things))
 
 
 def evidence_of(features: Mapping[str, float], model: AdmissionModel) -> float:
@@ -382,14 +383,34 @@ def sensitive(bucket: Any, cfg: Any) -> bool:
     return any(t.casefold() in tags for t in bucket.tags)
 
 
-def dictionary_admits(dict_ev: Any, weighed: bool, unasked: bool, cfg: Any) -> bool:
+def plausible(ev: float | None, q: QueryEvidence, cfg: Any) -> bool:
+    """Routes 2b and 2c read words, not meaning: the fitted evidence must not say plainly that this is another memory
+    (at least ``retrieval.min_route_evidence``; no model, no floor): "我大学学的什么专业" holds 大学 = university
+    in a memory of giving up meat at university, at evidence 0.09 (tests/data/companion_en.yaml).
+    A follow-up that says no words of its own ("how is she now?") is read on the conversation's: its own vector
+    carries no topic for the evidence to weigh, so it meets no floor."""
+    return ev is None or q.asked.message_groups == 0 or ev >= cfg.retrieval.min_route_evidence
+
+
+def dictionary_admits(dict_ev: Any, weighed: bool, unasked: bool, cfg: Any, plausible_ev: bool = True) -> bool:
     """Route 2b of :func:`admit`: what is asked is said in the memory in other words or the other language, through
     the dictionary (beach → 海边, 海边 → 沙滩), covering at least ``retrieval.min_dictionary_coverage`` of the
     asked weight with at least one pair through the dictionary, no key term in conflict, for a weighed candidate
-    of a message that asks (design §18)."""
-    return (dict_ev is not None and weighed and not unasked and dict_ev.conflict <= 0
+    of a message that asks, whose evidence is :func:`plausible` (design §18)."""
+    return (dict_ev is not None and weighed and not unasked and dict_ev.conflict <= 0 and plausible_ev
             and any(k == "dict" for *_, k in dict_ev.pairs)
             and dict_ev.matched >= cfg.retrieval.min_dictionary_coverage)
+
+
+def mentioned(q: QueryEvidence, candidate: Candidate, conflict: bool, weighed: bool) -> str | None:
+    """Route 2c of :func:`admit`, implicit recall: one of a statement's key things (``q.things``, empty for a lookup
+    or with ``retrieval.implicit_recall`` off) written in the title or tags of a weighed candidate with no
+    dictionary conflict (docs/design.md §13)."""
+    if not q.things or q.lookup or conflict or not weighed:
+        return None
+    b = candidate.bucket
+    about = (b.title + "\n" + "\n".join(b.tags)).casefold()
+    return next((t for t in q.things if found(t.casefold(), about)), None)
 
 
 def lexical_admits(first: str | None, coverage: float, cfg: Any) -> bool:
@@ -403,6 +424,7 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
 
     1. only context-only moments matched -> ``context_only_match``, never admitted;
     2b. through the dictionary (:func:`dictionary_admits`) -> ``dictionary_match``;
+    2c. a statement names a thing the memory is about (:func:`mentioned`) -> ``mentioned_in_title``;
     2. lexical evidence: a discriminative query term in the title, summary, tags or main body,
        covering at least ``retrieval.min_term_coverage`` of the query's term weight
        (:func:`lexical_admits`) ->
@@ -451,9 +473,13 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
     if lexical_ok:  # what the query asks about is written in the memory: that alone is evidence
         return Admission(True, f"term_in_{first}", matched, semantic, coverage, evidence=ev, features=feats,
                          aligned=aligned, script_rank=rank, dictionary=pairs)
-    if dictionary_admits(dict_ev, weighed or model is None, unasked, cfg):  # said there in other words
+    if dictionary_admits(dict_ev, weighed or model is None, unasked, cfg, plausible(ev, q, cfg)):  # in other words
         return Admission(True, "dictionary_match", matched, semantic, coverage, evidence=ev, features=feats,
                          aligned=aligned, script_rank=rank, dictionary=dict_ev.pairs)
+    thing = mentioned(q, candidate, conflict, weighed or model is None)
+    if thing and plausible(ev, q, cfg):  # a statement names a thing this memory is about
+        return Admission(True, "mentioned_in_title", matched, semantic, coverage, evidence=ev, features=feats,
+                         aligned=aligned, script_rank=rank, dictionary=pairs)
     if model is not None and not weighed:
         return Admission(False, "below_admission_rank", matched, semantic, coverage, script_rank=rank)
     if weighed:

@@ -76,7 +76,7 @@ def _common(word: str) -> bool:
     return zipf_frequency(word, "en") >= MIN_ZIPF
 
 
-def _names_a_thing(word: str, bridge, thing: Callable[[str], bool]) -> bool:
+def names_thing(word: str, bridge, thing: Callable[[str], bool]) -> bool:
     """A word that names a thing (a person, an animal, a place, an object): a Chinese word jieba tags a noun; an
     English word most of whose Chinese headwords are nouns ("sister" 0.9, "again" 0.07, "scared" 0.06; a word the
     dictionary does not hold is not one). Only two things swap in a near miss: "again" against 那么 is no conflict."""
@@ -84,6 +84,27 @@ def _names_a_thing(word: str, bridge, thing: Callable[[str], bool]) -> bool:
         return thing(word)
     heads = bridge.headwords(word)
     return bool(heads) and sum(thing(h) for h in heads) >= THING_SHARE * len(heads)
+
+
+def _bilingual(term: str, word: str) -> bool:
+    """A pair the dictionary speaks for: at least one Chinese word. Two English words (Dani's, Dani) are lexical
+    matching's business, which has its own coverage bar."""
+    return bool(CJK_RE.search(term) or CJK_RE.search(word))
+
+
+def swappable(term: str, word: str, bridge) -> bool:
+    """Could a near miss swap these two words (my sister for 哥哥)? The dictionary must say they differ, and one of
+    them must be Chinese: two English words are left to word alignment and the fitted model, since their vectors
+    cannot tell a kind from its member (dental/teeth 0.83, dairy/milk 0.78, language/Spanish 0.60 stand as close as
+    sister/brother 0.75). A Chinese word of two or more characters that ends as one of the other word's Chinese
+    headwords ends (外语 and 西语, Spanish) names its kind, a category and its member, not a swap."""
+    t_cjk, w_cjk = bool(CJK_RE.search(term)), bool(CJK_RE.search(word))
+    if not (t_cjk or w_cjk) or not bridge.differs(term, word):
+        return False
+    if t_cjk != w_cjk:
+        zh, en = (term, word) if t_cjk else (word, term)
+        return not (len(zh) >= 2 and any(len(h) >= 2 and h[-1] == zh[-1] for h in bridge.headwords(en)))
+    return True
 
 
 def dict_evidence(groups: Sequence[tuple[Sequence[str], float]], words: Sequence[str], bridge,
@@ -104,8 +125,8 @@ def dict_evidence(groups: Sequence[tuple[Sequence[str], float]], words: Sequence
         if any(held(m) for m in members):
             got += weight
             continue
-        match = next(((m, w) for m in members for w in words
-                      if bridge.means_same(m, w) or _near(m, w, bridge, cos)), None)
+        match = next(((m, w) for m in members for w in words if _bilingual(m, w)
+                      and (bridge.means_same(m, w) or _near(m, w, bridge, cos))), None)
         if match is not None:
             got += weight
             pairs.append((*match, "dict"))
@@ -113,10 +134,10 @@ def dict_evidence(groups: Sequence[tuple[Sequence[str], float]], words: Sequence
         if not conflicts or weight < KEY_SHARE * heaviest:
             continue
         for m in members:
-            if not _names_a_thing(m, bridge, thing):
+            if not names_thing(m, bridge, thing):
                 continue
             for w in words:
-                if bridge.differs(m, w) and _names_a_thing(w, bridge, thing):
+                if swappable(m, w, bridge) and names_thing(w, bridge, thing):
                     c = _kind(m, w, bridge, cos)
                     if c >= KIND and c > conflict:
                         conflict = c

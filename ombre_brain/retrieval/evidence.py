@@ -20,6 +20,7 @@ from ..buckets import bucket_id_of, build_moments
 from ..config import AdmissionModel, Config
 from ..recall_types import Candidate, QueryPlan
 from ..store.interfaces import Search
+from ..text import CJK_RE
 from . import admission
 from .admission import (
     AskedTerms,
@@ -37,10 +38,11 @@ from .admission import (
 from .alignment import Alignment, align, memory_words
 from .background import load_reference
 from .candidates import Retrieval, query_vector
-from .dict_evidence import KEY_SHARE, DictEvidence, dict_evidence
+from .dict_evidence import KEY_SHARE, DictEvidence, dict_evidence, names_thing
 from .dictionary import bridge as dictionary_bridge
 from .features import FEATURES, INPUTS
 from .lexical import names_a_thing
+from .mention import key_things
 from .second_opinion import memory_vector
 from .terms import normalize_term, specificity, term_weight
 
@@ -103,7 +105,9 @@ class Admitter:
         max_rank = self.cfg.retrieval.admission.max_rank
         weighed = [c for c in found.candidates if ranks.get(c.bucket.id, max_rank + 1) <= max_rank]
         aligned = self._alignment(asked, weighed) if "alignment" in needs else {}
-        dictionary = self._dictionary(asked, weighed, plan.terms, lookup=not plan.unasked) if "dictionary" in needs else {}
+        dictionary = (self._dictionary(asked, weighed, plan.terms, lookup=not plan.unasked)
+                      if "dictionary" in needs else {})
+        things = self._things(asked) if plan.unasked and self.cfg.retrieval.implicit_recall else ()
         if needs & {"dense", "second_opinion"} and query.strip():
             qvec = found.qvec if found.qvec is not None else query_vector(emb.query, plan, self.cfg)
             sample = self._sample(space)
@@ -124,7 +128,7 @@ class Admitter:
         return query_evidence(found.candidates, asked, query_is_cjk=plan.query_is_cjk, background=background,
                               cjk_capable=emb.cjk_capable, exact=exact, second=second, aligned=aligned, cjk=cjk,
                               standing=standing, use_standing=use_standing,
-                              lookup=not plan.unasked, heard=heard, dictionary=dictionary)
+                              lookup=not plan.unasked, heard=heard, dictionary=dictionary, things=things)
 
     def _reference_background(self, encoder, qvec) -> Background:
         """The query's background in a space too young for its own sample (fewer than ``MIN_BACKGROUND`` moments):
@@ -235,7 +239,8 @@ class Admitter:
         own = asked.message_groups if asked.message_groups is not None else len(asked.groups)
         # weighed by how specific each term is in its language, English too ("grandma" outweighs "went" and "see"),
         # as word alignment weighs them: the dictionary's share is read on the terms that name the topic
-        groups = [(m, w * max(specificity(x) / term_weight(x) for x in m)) for m, w in asked.groups[:own] or asked.groups]
+        groups = [(m, w * max(specificity(x) / term_weight(x) for x in m))
+                  for m, w in asked.groups[:own] or asked.groups]
         if own == 0 and groups:  # a follow-up's topic is what the conversation named, its key terms, not its chat
             top = max(w for _, w in groups)
             groups = [(m, w) for m, w in groups if w >= KEY_SHARE * top]
@@ -266,6 +271,19 @@ class Admitter:
                                              lambda t, texts=texts: any(admission.found(t, x) for x in texts), cos,
                                              conflicts=conflicts, thing=names_a_thing)
         return out
+
+    def _things(self, asked: AskedTerms) -> tuple[str, ...]:
+        """A statement's key terms that name things (:mod:`.mention`), weighed by specificity as the dictionary's
+        groups are; an English word is read as a thing only through the dictionary (off: Chinese words only)."""
+        own = asked.message_groups if asked.message_groups is not None else len(asked.groups)
+        groups = [(m, w * max(specificity(x) / term_weight(x) for x in m)) for m, w in asked.groups[:own]]
+        bridge = dictionary_bridge() if self.cfg.retrieval.dictionary else None
+
+        def thing(t: str) -> bool:
+            if bridge is not None:
+                return names_thing(t, bridge, names_a_thing)
+            return bool(CJK_RE.search(t)) and names_a_thing(t)
+        return key_things(groups, None, thing)
 
     def _memory_words(self, b) -> tuple[str, ...]:
         """A memory's admissible words (title, summary, tags, main body), cut once per version of its text."""

@@ -71,7 +71,8 @@ _normalise = normalize  # NFKC folds full-width letters and digits (ＡＢＣ１
 @lru_cache(maxsize=8192)
 def names_a_thing(term: str) -> bool:
     """Does a Chinese term name a thing (jieba tags it a noun: a person, an animal, a place, an object)? A term with
-    no Chinese is taken as one (the dictionary reads English words through their headwords). Only such a term is what a near miss swaps (my sister for my brother): an adjective, a verb or a
+    no Chinese is taken as one (the dictionary reads English words through their headwords).
+    Only such a term is what a near miss swaps (my sister for my brother): an adjective, a verb or a
     time word ("特别", "期待", "晚上") never conflicts (design §18)."""
     if not re.search(f"[{HAN}]", term):
         return True

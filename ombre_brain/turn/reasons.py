@@ -22,6 +22,8 @@ ADMISSION_REASONS: Mapping[str, str] = {
     "term_in_body": "a discriminative query term is in the body",
     "dictionary_match": "what is asked is said in the memory in other words or the other language, through the "
                         "bilingual dictionary (beach→海边), with no key term in conflict",
+    "mentioned_in_title": "a statement names a thing this memory's title or tags are about (implicit recall, "
+                          "retrieval.implicit_recall)",
     "evidence_above_threshold": "the calibrated evidence that this is the memory asked about reaches the admit "
                                 "threshold of retrieval.admission",
     "evidence_below_threshold": "the calibrated evidence that this is the memory asked about is below the admit "
@@ -36,7 +38,7 @@ ADMISSION_REASONS: Mapping[str, str] = {
     "sensitive_unasked": "tagged sensitive (retrieval.sensitive_tags): recalled only when the user asks about it",
 }
 ADMITTING = ("term_in_title", "term_in_summary", "term_in_tags", "term_in_body", "dictionary_match",
-             "evidence_above_threshold")
+             "mentioned_in_title", "evidence_above_threshold")
 
 GENERAL_REASONS: Mapping[str, str] = {
     "not_applicable": "the gate does not apply to this item",
