@@ -121,23 +121,31 @@ def dict_evidence(groups: Sequence[tuple[Sequence[str], float]], words: Sequence
     got = 0.0
     conflict = 0.0
     pairs: list[tuple[str, str, str]] = []
+    missed: list[tuple[Sequence[str], float]] = []
+    written: set[str] = set()
     for members, weight in groups:
         if any(held(m) for m in members):
             got += weight
+            written.update(members)
             continue
         match = next(((m, w) for m in members for w in words if _bilingual(m, w)
                       and (bridge.means_same(m, w) or _near(m, w, bridge, cos))), None)
         if match is not None:
             got += weight
             pairs.append((*match, "dict"))
-            continue
-        if not conflicts or weight < KEY_SHARE * heaviest:
+        else:
+            missed.append((members, weight))
+    # a memory word that answers one asked term is accounted for: it is no different thing for another
+    # ("What song can I play on the guitar?": 吉他 is the guitar, not a swap for the song)
+    used = {w for _, w, _ in pairs} | written
+    for members, weight in missed if conflicts else ():
+        if weight < KEY_SHARE * heaviest:
             continue
         for m in members:
             if not names_thing(m, bridge, thing):
                 continue
             for w in words:
-                if swappable(m, w, bridge) and names_thing(w, bridge, thing):
+                if w not in used and swappable(m, w, bridge) and names_thing(w, bridge, thing):
                     c = _kind(m, w, bridge, cos)
                     if c >= KIND and c > conflict:
                         conflict = c
