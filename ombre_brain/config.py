@@ -164,7 +164,7 @@ class RetrievalConfig:
     dictionary: bool = True  # admission reads the bilingual dictionary (route 2b, conflicts), whatever the model
     min_dictionary_coverage: float = field(default=0.6, metadata=_rng(0, 1))  # route 2b's share of the asked weight
     implicit_recall: bool = True  # a statement naming a thing a memory is about recalls it (route 2c, design §13)
-    min_route_evidence: float = field(default=0.3, metadata=_rng(0, 1))  # routes 2b/2c: the fitted evidence floor
+    min_route_evidence: float = field(default=0.15, metadata=_rng(0, 1))  # routes 2b/2c: the fitted evidence floor
 
 
 @dataclass(frozen=True)

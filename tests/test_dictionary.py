@@ -148,3 +148,14 @@ def test_a_memory_word_that_answers_one_term_is_no_swap_for_another(hand):
     assert ev.conflict == 0 and ("guitar", "吉他", "dict") in ev.pairs
     alone = dict_evidence([(("song",), 5.0)], ["吉他"], guitar, held=lambda t: False, cos=cos)
     assert alone.conflict == 0.6  # with nothing else asked, a song against a guitar is the near miss
+
+
+def test_one_character_matches_only_a_thing(hand):
+    small = Bridge.build([*ENTRIES, {"simplified": "好", "definitions": ["good", "nice"]},
+                          {"simplified": "狗", "definitions": ["dog"]},
+                          {"simplified": "小狗", "definitions": ["puppy"]}])
+    nouns = {"狗", "小狗"}.__contains__
+    nice = dict_evidence([(("nice",), 5.0)], ["好"], small, held=lambda t: False, cos=fake_cos({}), thing=nouns)
+    assert nice.matched == 0  # "nice, thanks" recalls no memory that says 好
+    dog = dict_evidence([(("dog",), 5.0)], ["狗"], small, held=lambda t: False, cos=fake_cos({}), thing=nouns)
+    assert dog.matched == 1.0

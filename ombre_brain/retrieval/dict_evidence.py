@@ -92,6 +92,16 @@ def _bilingual(term: str, word: str) -> bool:
     return bool(CJK_RE.search(term) or CJK_RE.search(word))
 
 
+def _firm(term: str, word: str, bridge, thing: Callable[[str], bool]) -> bool:
+    """A single Chinese character matches only a word that names a thing (狗 = dog): one character glosses too many
+    everyday senses ("nice, thanks" against 好, in any memory that says 好) to stand for an adjective or a verb."""
+    single = [x for x in (term, word) if len(x) == 1 and CJK_RE.search(x)]
+    if not single:
+        return True
+    other = word if single[0] == term else term
+    return names_thing(other, bridge, thing) and names_thing(single[0], bridge, thing)
+
+
 def swappable(term: str, word: str, bridge) -> bool:
     """Could a near miss swap these two words (my sister for 哥哥)? The dictionary must say they differ, and one of
     them must be Chinese: two English words are left to word alignment and the fitted model, since their vectors
@@ -128,7 +138,7 @@ def dict_evidence(groups: Sequence[tuple[Sequence[str], float]], words: Sequence
             got += weight
             written.update(members)
             continue
-        match = next(((m, w) for m in members for w in words if _bilingual(m, w)
+        match = next(((m, w) for m in members for w in words if _bilingual(m, w) and _firm(m, w, bridge, thing)
                       and (bridge.means_same(m, w) or _near(m, w, bridge, cos))), None)
         if match is not None:
             got += weight
