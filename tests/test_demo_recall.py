@@ -21,11 +21,6 @@ def _injected(brain, session: str, query: str) -> tuple[list[str], str]:
     return [b for k in MEMORY for b in t.item_ids(k)], t.rendered
 
 
-NOT_YET = ("issue 31, not met: 8 of the 14 English questions are recalled with the dictionary bridge (7 before it); "
-           "the misses ask for a word the dictionary glosses differently (dog → 小狗 'puppy', flats → 房子) or for "
-           "what the memory only implies (docs/benchmarks.md).")
-
-
 def test_the_beach_trip_is_recalled_from_the_sea_memory(demo_brain):
     ids, rendered = _injected(demo_brain, "demo-beach", "do you remember the beach trip?")
     assert "sea_sunrise" in ids, rendered
@@ -37,7 +32,6 @@ def test_the_parrot_nobody_mentioned_stays_unknown(demo_brain):
     assert ids == [] and "UNKNOWN — no supporting memory found." in rendered
 
 
-@pytest.mark.xfail(strict=True, reason=NOT_YET)
 def test_english_questions_about_chinese_memories(demo_brain):
     missed = []
     for i, q in enumerate(DATA["questions"]):

@@ -159,3 +159,15 @@ def test_one_character_matches_only_a_thing(hand):
     assert nice.matched == 0  # "nice, thanks" recalls no memory that says 好
     dog = dict_evidence([(("dog",), 5.0)], ["狗"], small, held=lambda t: False, cos=fake_cos({}), thing=nouns)
     assert dog.matched == 1.0
+
+
+def test_two_times_meeting_is_no_match_and_most_held_is_no_swap(hand):
+    times = Bridge.build([*ENTRIES, {"simplified": "几年", "definitions": ["a few years"]},
+                          {"simplified": "去年", "definitions": ["last year"]}])
+    ev = dict_evidence([(("几年",), 5.0)], ["去年"], times, held=lambda t: False, cos=fake_cos({}),
+                       time={"几年", "去年"}.__contains__)
+    assert ev.matched == 0
+    cos = fake_cos({frozenset(("sister", "brother")): 0.75})
+    mostly = dict_evidence([(("sister",), 3.0), (("beach",), 5.0)], ["哥哥", "海边"], hand, held=lambda t: False,
+                           cos=cos)
+    assert mostly.matched > 0.6 and mostly.conflict == 0  # the memory is about the beach; the brother is a detail

@@ -32,6 +32,7 @@ KIND = 0.55     # two words this close are the same kind of thing; a conflict wh
 # 0.61, dad/mom 0.58 stand above; rabbit/pet 0.54 (a kind and its kind), smoothie/mouth 0.52, apple/banana 0.51,
 # teacher/doctor 0.48 below: USE's word space puts unrelated everyday nouns near 0.5
 KEY_SHARE = 0.5  # a key term weighs at least this share of the heaviest asked term
+MOSTLY = 0.6     # a memory holding this share of the asked weight is about it: no conflict (min_dictionary_coverage)
 THING_SHARE = 0.5  # an English word names a thing when at least this share of its Chinese headwords are nouns
 MIN_ZIPF = 3.0   # English senses compared for kind are everyday words (wordfreq zipf ≥ 3: "sister" 4.9, "dango" 1.1)
 
@@ -92,6 +93,14 @@ def _bilingual(term: str, word: str) -> bool:
     return bool(CJK_RE.search(term) or CJK_RE.search(word))
 
 
+def _a_time(word: str, bridge, time: Callable[[str], bool]) -> bool:
+    """A time or an amount: a Chinese word ``time`` says is one; an English word most of whose headwords are."""
+    if CJK_RE.search(word):
+        return time(word)
+    heads = bridge.headwords(word)
+    return bool(heads) and sum(time(h) for h in heads) >= THING_SHARE * len(heads)
+
+
 def _firm(term: str, word: str, bridge, thing: Callable[[str], bool]) -> bool:
     """A single Chinese character matches only a word that names a thing (狗 = dog): one character glosses too many
     everyday senses ("nice, thanks" against 好, in any memory that says 好) to stand for an adjective or a verb."""
@@ -119,11 +128,13 @@ def swappable(term: str, word: str, bridge) -> bool:
 
 def dict_evidence(groups: Sequence[tuple[Sequence[str], float]], words: Sequence[str], bridge,
                   held: Callable[[str], bool], cos: Callable[[str, str], float | None], *,
-                  conflicts: bool = True, thing: Callable[[str], bool] = lambda t: True) -> DictEvidence:
+                  conflicts: bool = True, thing: Callable[[str], bool] = lambda t: True,
+                  time: Callable[[str], bool] = lambda t: False) -> DictEvidence:
     """The dictionary's reading of one memory: see the module docstring. ``held(term)``: the term is written in
     the memory; ``cos(a, b)``: the second opinion's cosine of two words (None when it cannot read one);
     ``conflicts``: whether the groups are the message's own terms (only those can conflict); ``thing(term)``: the
-    term names a thing (a noun: a person, an animal, a place), the only kind of term a near miss swaps."""
+    term names a thing (a noun: a person, an animal, a place), the only kind of term a near miss swaps; ``time(term)``:
+    the term names a time or an amount (two of those meeting is no match)."""
     total = sum(w for _, w in groups)
     if total <= 0:
         return NONE
@@ -139,6 +150,7 @@ def dict_evidence(groups: Sequence[tuple[Sequence[str], float]], words: Sequence
             written.update(members)
             continue
         match = next(((m, w) for m in members for w in words if _bilingual(m, w) and _firm(m, w, bridge, thing)
+                      and not (_a_time(m, bridge, time) and _a_time(w, bridge, time))
                       and (bridge.means_same(m, w) or _near(m, w, bridge, cos))), None)
         if match is not None:
             got += weight
@@ -148,7 +160,9 @@ def dict_evidence(groups: Sequence[tuple[Sequence[str], float]], words: Sequence
     # a memory word that answers one asked term is accounted for: it is no different thing for another
     # ("What song can I play on the guitar?": 吉他 is the guitar, not a swap for the song)
     used = {w for _, w, _ in pairs} | written
-    for members, weight in missed if conflicts else ():
+    # a memory that holds most of what is asked is about it: one word it lacks is a detail, not a swap ("the music
+    # box by my bed" against 床头的八音盒, whose "music" meets 唱歌)
+    for members, weight in missed if conflicts and got / total < MOSTLY else ():
         if weight < KEY_SHARE * heaviest:
             continue
         for m in members:

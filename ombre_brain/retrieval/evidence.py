@@ -41,7 +41,7 @@ from .candidates import Retrieval, query_vector
 from .dict_evidence import KEY_SHARE, DictEvidence, dict_evidence, names_thing
 from .dictionary import bridge as dictionary_bridge
 from .features import FEATURES, INPUTS
-from .lexical import names_a_thing
+from .lexical import names_a_thing, names_a_time
 from .mention import key_things
 from .second_opinion import memory_vector
 from .terms import normalize_term, specificity, term_weight
@@ -269,7 +269,7 @@ class Admitter:
             texts = [t for _, t in admission.admissible_texts(c.bucket)]
             out[c.bucket.id] = dict_evidence([(tuple(m), w) for m, w in groups], words[c.bucket.id], bridge,
                                              lambda t, texts=texts: any(admission.found(t, x) for x in texts), cos,
-                                             conflicts=conflicts, thing=names_a_thing)
+                                             conflicts=conflicts, thing=names_a_thing, time=names_a_time)
         return out
 
     def _things(self, asked: AskedTerms) -> tuple[str, ...]:

@@ -83,6 +83,19 @@ def names_a_thing(term: str) -> bool:
     return len(pairs) == 1 and pairs[0].flag.startswith("n")
 
 
+@lru_cache(maxsize=8192)
+def names_a_time(term: str) -> bool:
+    """Does a Chinese term name a time or an amount (jieba tags it ``t`` or ``m``: 周三, 晚上, 几年, 半年)? Two such
+    words meeting in the dictionary (几年/去年, 周三/Thursday) say nothing about which memory is meant."""
+    if not re.search(f"[{HAN}]", term):
+        return False
+    import jieba.posseg as posseg
+
+    with _jieba_lock:
+        pairs = posseg.lcut(term)
+    return len(pairs) == 1 and pairs[0].flag[:1] in ("t", "m")
+
+
 def tokenize(text: str, stop_words: frozenset[str] = frozenset()) -> list[str]:
     """Terms of a text, in order and with repeats (BM25 needs term frequency).
 
