@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
+from .config_lines import line_of
 from .config_writer import WriterConfig as WriterConfig
 from .config_writer import WriterModelConfig as WriterModelConfig
 from .config_writer import WriterSignals as WriterSignals
@@ -445,6 +446,16 @@ def _validate_semantics(cfg: Config) -> None:
 ConfigSource = str | Path | Mapping | None
 
 
+def _line_in(origin: str, key: str) -> int | None:
+    """The line of ``key`` in the file ``origin`` (read again: this runs only for a mistake); None for a mapping."""
+    if origin.startswith("<"):
+        return None
+    try:
+        return line_of(Path(origin).read_text(encoding="utf-8"), key)
+    except OSError:
+        return None
+
+
 def load_config(*overlays: ConfigSource, default: Path = DEFAULT_PATH) -> Config:
     """Merge the default YAML with each overlay (a path, a mapping or None), validate, freeze."""
     layers: list[tuple[str, dict]] = [(str(default), _read_yaml(default))]
@@ -473,7 +484,8 @@ def load_config(*overlays: ConfigSource, default: Path = DEFAULT_PATH) -> Config
         cfg = _build(Config, merged, "")
         _validate_semantics(cfg)
     except _Invalid as exc:
-        raise ConfigError(exc.message, file=_origin_of(exc.key, layers), key=exc.key) from None
+        origin = _origin_of(exc.key, layers)
+        raise ConfigError(exc.message, file=origin, key=exc.key, line=_line_in(origin, exc.key)) from None
     version = hashlib.sha256(json.dumps(merged, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return dataclasses.replace(cfg, raw=merged, version=version)
 
