@@ -61,6 +61,12 @@ class ConfigError(OmbreError):
         self.line = line
         self.problem = message  # what is wrong, without where
 
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d["error"].update({k: v for k, v in (("key", self.key), ("line", self.line)) if v is not None},
+                          problem=self.problem)
+        return d
+
 
 class ValidationError(OmbreError):
     """Raised when input data (a bucket, an edge, a request body) is malformed."""

@@ -169,6 +169,8 @@ class Admission:
     features: dict | None = None     # what the evidence was computed from
     aligned: tuple[tuple[str, str, float], ...] = ()  # (asked term, closest memory word, cosine)
     script_rank: int | None = None   # its rank among the candidates written in its script (weighed: <= max_rank)
+    threshold: float | None = None   # the very threshold the evidence was held against (with the evidence)
+    threshold_name: str | None = None  # which of the model's thresholds: admit, admit_cjk or admit_cross_script
 
     def to_dict(self) -> dict:
         d = {"admitted": self.admitted, "reason": self.reason, "matched_terms": list(self.matched_terms),
@@ -179,19 +181,38 @@ class Admission:
         if self.evidence is not None:
             d.update(evidence=self.evidence, features=dict(self.features or {}),
                      aligned=[{"term": t, "word": w, "cosine": c} for t, w, c in self.aligned])
+            if self.threshold is not None:
+                d.update(threshold=self.threshold, threshold_name=self.threshold_name)
         return d
 
     def summary(self) -> str:
-        """One line for people: 'evidence 0.81 — lexical 0.0, dense z 3.4, cross-script, aligned beach→海边 0.62'."""
+        """One line for people: 'evidence 0.43 < 0.63 cross-script — lexical 0.00, dense z 3.4, aligned beach→海边 0.62'
+        (the score, the threshold it was held against and its features).
+
+        The threshold shown is the one admission compared the evidence with (never recomputed here).
+        """
         if self.evidence is None:
             return self.reason
         f = self.features or {}
+        head = evidence_verdict(self.evidence, self.threshold, self.threshold_name)
         parts = [f"lexical {f.get('lexical', 0.0):.2f}", f"dense z {f.get('dense_z', 0.0):.1f}"]
-        if f.get("cross_script"):
+        if f.get("cross_script") and self.threshold_name != "admit_cross_script":
             parts.append("cross-script")
         if self.aligned:
             parts.append("aligned " + " ".join(f"{t}→{w or '?'} {c:.2f}" for t, w, c in self.aligned))
-        return f"evidence {self.evidence:.2f} — " + ", ".join(parts)
+        return f"{head} — " + ", ".join(parts)
+
+
+THRESHOLD_LABELS = {"admit": "", "admit_cjk": " CJK", "admit_cross_script": " cross-script"}
+"""How :meth:`Admission.summary` names the threshold the evidence met (``admit`` needs no name)."""
+
+
+def evidence_verdict(evidence: float, threshold: float | None, name: str | None) -> str:
+    """'evidence 0.43 < 0.63 cross-script': the score beside the threshold it was held against, as recorded."""
+    head = f"evidence {evidence:.2f}"
+    if threshold is None:
+        return head
+    return f"{head} {'≥' if evidence >= threshold else '<'} {threshold:.2f}{THRESHOLD_LABELS.get(name or '', '')}"
 
 
 @dataclass(frozen=True)

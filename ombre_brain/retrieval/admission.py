@@ -36,7 +36,7 @@ from .terms import term_weight
 
 __all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admit", "asked_terms",
            "bucket_is_cjk", "candidate_features", "clear_cache", "discriminative_terms", "evidence_of",
-           "lexical_admits", "memory_is_cjk", "query_evidence", "script_ranks", "threshold_for"]
+           "lexical_admits", "memory_is_cjk", "query_evidence", "script_ranks", "threshold_for", "threshold_named"]
 
 MIN_BACKGROUND_STD = 0.01
 MIN_SCRIPT_BACKGROUND = 8  # sampled memories a script needs for a background of its own
@@ -340,12 +340,18 @@ def evidence_of(features: Mapping[str, float], model: AdmissionModel) -> float:
 def threshold_for(model: AdmissionModel, features: Mapping[str, float], query_is_cjk: bool = False) -> float:
     """The model's threshold for this candidate: ``admit_cross_script`` across scripts, ``admit_cjk`` for a CJK
     question about a memory in its own script (each when fitted), else ``admit``."""
+    return threshold_named(model, features, query_is_cjk)[1]
+
+
+def threshold_named(model: AdmissionModel, features: Mapping[str, float],
+                    query_is_cjk: bool = False) -> tuple[str, float]:
+    """:func:`threshold_for` with the name of the threshold it chose, for the Admission record."""
     if features.get("cross_script"):
         if model.admit_cross_script is not None:
-            return model.admit_cross_script
+            return "admit_cross_script", model.admit_cross_script
     elif query_is_cjk and model.admit_cjk is not None:
-        return model.admit_cjk
-    return model.admit
+        return "admit_cjk", model.admit_cjk
+    return "admit", model.admit
 
 
 def lexical_admits(first: str | None, coverage: float, cfg: Any) -> bool:
@@ -383,16 +389,20 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
     feats = candidate_features(candidate, q, coverage, model.feature_names) if weighed else None
     ev = round(evidence_of(feats, model), 6) if weighed else None
     aligned = q.aligned.get(candidate.bucket.id, NO_ALIGNMENT).pairs if weighed else ()
+    name, threshold = None, None
+    if weighed:  # the threshold this evidence is held against, recorded so no page has to work it out again
+        cross = feats if "cross_script" in feats else candidate_features(candidate, q, coverage, ("cross_script",))
+        name, threshold = threshold_named(model, cross, q.query_is_cjk)
     if lexical_ok:  # what the query asks about is written in the memory: that alone is evidence
         return Admission(True, f"term_in_{first}", matched, semantic, coverage, evidence=ev, features=feats,
-                         aligned=aligned, script_rank=rank)
+                         aligned=aligned, script_rank=rank, threshold=threshold, threshold_name=name)
     if model is not None and not weighed:
         return Admission(False, "below_admission_rank", matched, semantic, coverage, script_rank=rank)
     if weighed:
-        cross = feats if "cross_script" in feats else candidate_features(candidate, q, coverage, ("cross_script",))
-        ok = ev >= threshold_for(model, cross, q.query_is_cjk)
+        ok = ev >= threshold
         return Admission(ok, "evidence_above_threshold" if ok else "evidence_below_threshold", matched, semantic,
-                         coverage, evidence=ev, features=feats, aligned=aligned, script_rank=rank)
+                         coverage, evidence=ev, features=feats, aligned=aligned, script_rank=rank,
+                         threshold=threshold, threshold_name=name)
     if first is not None:
         return Admission(False, "weak_term_coverage", matched, semantic, coverage)
     return Admission(False, "no_topic_evidence", semantic_score=semantic)

@@ -83,7 +83,11 @@ def direct_seed_gate(plan: QueryPlan, cand: Candidate, decision: LayerDecision, 
     if mode == "explicit_old" and not plan.explicit_old:
         return GateResult(False, "archive_needs_explicit_old")
     adm = cand.admission
-    detail = {"evidence": adm.evidence, "features": dict(adm.features or {})} if adm.evidence is not None else None
+    detail = None
+    if adm.evidence is not None:  # the number the verdict used, and the threshold it was held against
+        detail = {"evidence": adm.evidence, "features": dict(adm.features or {})}
+        if adm.threshold is not None:
+            detail.update(threshold=adm.threshold, threshold_name=adm.threshold_name)
     if not adm.admitted:
         reason = "context_only_match" if adm.reason == "context_only_match" else "no_topic_evidence"
         return GateResult(False, reason, detail)
