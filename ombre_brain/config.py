@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Literal
 
 from .config_lines import line_of
+from .config_server import PlaygroundConfig as PlaygroundConfig
+from .config_server import ServerConfig as ServerConfig
+from .config_server import TokenRule as TokenRule
 from .config_writer import WriterConfig as WriterConfig
 from .config_writer import WriterModelConfig as WriterModelConfig
 from .config_writer import WriterSignals as WriterSignals
@@ -279,35 +282,6 @@ class ForgetConfig:
     keys: dict[str, str] = field(default_factory=dict)
     active_kid: str | None = None
     compact_vectors: bool = True
-
-
-@dataclass(frozen=True)
-class TokenRule:
-    token_env: str
-    spaces: tuple[str, ...] | Literal["*"] = "*"
-
-
-@dataclass(frozen=True)
-class PlaygroundConfig:
-    """The policy playground (``/debug/playground``, docs/design.md §22): what it may read and where it may write.
-
-    ``save_dir`` null keeps saving off: a draft is only downloaded. Set, a token for every space (``*``) may save a
-    draft there as a persona overlay. ``scenarios`` and ``sets`` name folders of scenario files and labelled sets
-    (``eval inject`` / ``eval conversation``) a replay may run; null offers none.
-    """
-
-    save_dir: str | None = None
-    scenarios: str | None = None
-    sets: str | None = None
-    max_turns: int = field(default=500, metadata=_rng(1, 100000))  # recorded turns one replay may run
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    tokens: tuple[TokenRule, ...] = ()
-    default_space: str = "haven:user"
-    max_body_bytes: int = field(default=1048576, metadata=_rng(1024, 1 << 30))
-    playground: PlaygroundConfig = PlaygroundConfig()
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from ..gateway.sessions import state_from_json
 from ..timeutil import parse_time, relative_time
 from .eval_conversation import STEP, Scores, _oracle, _score_turn, load_conversations
 from .eval_inject import MEMORY_SECTIONS, NOW, Outcome, built_store, load_inject_yaml, score
-from .policy_draft import draft_parts
+from .policy_draft import draft_parts, overlay_of
 from .policy_replay import Pair, ReplayTurn
 from .replay import check_expect, load_scenario, not_injected_text_check, seed_scenario
 
@@ -101,9 +101,14 @@ def recorded_source(brain: Any, space: str, last: int, draft: Config) -> Source:
 
 
 def scenario_source(paths: list[Path], serving: Config, draft: Config) -> Source:
-    """Scenario files, each replayed in its own scratch store; each turn's ``expect`` checked under both."""
+    """Scenario files, each replayed in its own scratch store; each turn's ``expect`` checked under both.
+
+    The serving policy runs with each scenario's own ``config`` over it, as ``replay`` runs it; the draft's changes
+    (what it sets differently from the serving policy) go over that, so a key a scenario pins is still tried.
+    """
     from ..brain import Brain
 
+    changes = overlay_of(draft, serving)
     batches = []
     for path in paths:
         sc = load_scenario(path)
@@ -126,7 +131,7 @@ def scenario_source(paths: list[Path], serving: Config, draft: Config) -> Source
                                             str(t.get("session") or "default"), str(t["query"]), at,
                                             label={"expect": t.get("expect") or {}, "bodies": bodies,
                                                    "scenario": str(sc["name"])}))
-                yield brain, turns, brain.parts, draft_parts(brain.parts, load_config(draft, overlay),
+                yield brain, turns, brain.parts, draft_parts(brain.parts, load_config(brain.config, changes),
                                                               brain.tokenize)
 
         batches.append(Batch(str(sc["name"]), len(sc["turns"]), open_))
@@ -180,13 +185,15 @@ def set_source(path: Path, serving: Config, draft: Config) -> Source:
 def _inject_source(path: Path, serving: Config, draft: Config) -> Source:
     s = load_inject_yaml(path)
     now = parse_time(NOW, "now")
+    changes = overlay_of(draft, serving)
 
     @contextmanager
     def open_() -> Iterator:
         with built_store(s, _scratch(serving)) as (brain, space):
             turns = [ReplayTurn(f"case {i + 1} ({c.kind})", space, f"case-{i}", c.text, now, tuple(c.context),
                                 label=c) for i, c in enumerate(s.cases)]
-            yield brain, turns, brain.parts, draft_parts(brain.parts, draft, brain.tokenize)
+            yield brain, turns, brain.parts, draft_parts(brain.parts, load_config(brain.config, changes),
+                                                          brain.tokenize)
 
     def injected(turn) -> list[str]:
         return [bid for key in MEMORY_SECTIONS for bid in turn.item_ids(key)]
@@ -217,6 +224,7 @@ def _no_ms(res: dict) -> dict:
 
 def _conversation_source(path: Path, serving: Config, draft: Config) -> Source:
     convs = load_conversations(path)
+    changes = overlay_of(draft, serving)  # over each conversation's names, as over a scenario's config
     batches = []
     for conv in convs:
         overlay = {"identity": {"ai_name": conv.ai_name, "user_name": conv.user_name}}
@@ -240,7 +248,7 @@ def _conversation_source(path: Path, serving: Config, draft: Config) -> Source:
                         history = [*history, {"role": "user", "content": ex.user},
                                    {"role": "assistant", "content": ex.assistant}]
                         n += 1
-                yield brain, turns, brain.parts, draft_parts(brain.parts, load_config(draft, overlay),
+                yield brain, turns, brain.parts, draft_parts(brain.parts, load_config(brain.config, changes),
                                                               brain.tokenize)
 
         batches.append(Batch(conv.id, sum(len(s.exchanges) for s in conv.sessions), open_))
