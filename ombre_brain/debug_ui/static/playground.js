@@ -223,6 +223,7 @@
     d.setAttribute("data-kind", c.kind);
     d.appendChild(bucketLink(c.bucket_id));
     var sec = c.kind === "leaves" ? c.section_before : c.section_after;
+    d.setAttribute("data-section", sec);
     var where = c.kind === "moves" ? (SECTION_NAMES[c.section_before] || c.section_before) + " → " +
       (SECTION_NAMES[c.section_after] || c.section_after) : (SECTION_NAMES[sec] || sec);
     d.appendChild(el("span", "kind", " " + KIND_WORDS[c.kind] + " " + where));
@@ -237,9 +238,9 @@
       gl.setAttribute("data-gate", g.gate);
       gl.appendChild(el("b", null, g.gate));
       gl.appendChild(document.createTextNode(": "));
-      gl.appendChild(el("code", null, g.before.reason));
+      gl.appendChild(reasonSpan(g.before.reason));
       gl.appendChild(document.createTextNode(" → "));
-      gl.appendChild(el("code", null, g.after.reason));
+      gl.appendChild(reasonSpan(g.after.reason));
       gl.title = (lastResult.gate_words && lastResult.gate_words[g.gate]) || g.gate;
       d.appendChild(gl);
     });
