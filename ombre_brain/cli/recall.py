@@ -121,7 +121,7 @@ def cmd_bench(args) -> int:
     write = args.write or not args.turns
     turns = args.turns or not args.write
     res = run_bench(args.buckets, args.queries, seed=args.seed, write=write, turns=turns, config=args.config,
-                    data_dir=args.keep, context=args.context)
+                    data_dir=args.keep, context=args.context, playground=args.playground)
     return _show(res, args.json, format_bench)
 
 
