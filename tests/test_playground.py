@@ -370,3 +370,23 @@ def test_saving_is_off_by_default(played):
                                "setting": "gateway.injection_log_size"}
     finally:
         server.close()
+
+
+def test_a_purge_since_a_replay_ran_withholds_its_result():
+    """A finished replay may quote a memory purged since: its result is withheld, and only its own space sees it."""
+    from ombre_brain.debug_ui.replay_jobs import ReplayJobs
+    from ombre_brain.errors import NotFoundError
+
+    purges = {"haven:a": None}
+    jobs = ReplayJobs(lambda space: purges.get(space))
+    job = jobs.start("haven:a", "recorded", 1, lambda job: {"turns": [{"query": "外婆住院的时候"}]})
+    for _ in range(100):
+        if job.state != "running":
+            break
+        time.sleep(0.02)
+    assert jobs.get(job.id, "haven:a").result == {"turns": [{"query": "外婆住院的时候"}]}
+    with pytest.raises(NotFoundError):
+        jobs.get(job.id, "haven:b")
+    purges["haven:a"] = "purge-1"
+    got = jobs.get(job.id, "haven:a")
+    assert got.state == "stale" and got.result is None and "purge" in got.error["message"]

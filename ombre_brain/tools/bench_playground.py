@@ -4,7 +4,8 @@ The bench store's space gets N real turns first (sessions of 20, every third mes
 was asked two turns before, so cooldowns bite), recorded in the turn log as the gateway records them;
 then one playground replay runs them all under the serving policy and a draft (no skip rounds, half the
 Recalled Memory budget), exactly as ``POST /api/playground/replay`` runs it, and is timed end to end.
-Recording is not part of the replay's time. The replay writes nothing (docs/design.md §22).
+Recording is not part of the replay's time, and the caches it warmed (query embeddings, plans) are cleared first,
+as after a restart. The replay writes nothing (docs/design.md §22).
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def bench_playground(brain, turns: int, seed: int) -> dict:
     g = serving.gateway
     draft = load_config(serving, {"gateway": {"skip_recent_rounds": 0,
                                               "budgets": {"recalled_memory": g.budgets.recalled_memory // 2}}})
+    for obj in brain.forget.caches:  # cold, as after a restart: no query embedding or plan left from recording
+        obj.clear_cache()
     t0 = perf_counter()
     source = recorded_source(brain, SPACE, turns, draft)
     res = run_playground(source, serving, draft)
