@@ -390,3 +390,54 @@ def test_a_purge_since_a_replay_ran_withholds_its_result():
     purges["haven:a"] = "purge-1"
     got = jobs.get(job.id, "haven:a")
     assert got.state == "stale" and got.result is None and "purge" in got.error["message"]
+
+
+@pytest.mark.parametrize("method,path,body,status,code", [
+    ("post", "/api/playground/replay", {"space": SPACE}, 400, "bad_config"),
+    ("post", "/api/playground/replay", {"space": SPACE, "policy": 12}, 400, "bad_config"),
+    ("post", "/api/playground/replay", {"space": SPACE, "policy": "- a\n- b\n"}, 400, "bad_config"),
+    ("post", "/api/playground/replay", {"space": SPACE, "policy": "gateway: 5\n"}, 400, "bad_config"),
+    ("post", "/api/playground/replay", {"space": SPACE, "policy": "a: &a [x, x]\nb: [*a, *a]\n"}, 400, "bad_config"),
+    ("post", "/api/playground/replay", {"space": SPACE, "policy": "gateway: {}\n" + "#" * 300_000}, 400, "bad_config"),
+    ("post", "/api/playground/replay", {"space": SPACE, "policy": "{}", "source": "nope"}, 400, None),
+    ("post", "/api/playground/replay", {"space": SPACE, "policy": "{}", "last": "ten"}, 400, None),
+    ("post", "/api/playground/replay", {"space": SPACE, "policy": "{}", "last": 0}, 400, None),
+    ("post", "/api/playground/replay", {"space": SPACE, "policy": "{}", "last": True}, 400, None),
+    ("post", "/api/playground/replay", {"space": SPACE, "policy": "{}", "last": 10**12}, 400, None),
+    ("post", "/api/playground/replay", {"space": SPACE, "policy": "{}", "source": "scenarios"}, 404, None),
+    ("post", "/api/playground/replay", {"space": SPACE, "policy": "{}", "source": "set", "set": "../x.yaml"}, 400,
+     None),
+    ("post", "/api/playground/replay", ["not", "an", "object"], 400, None),
+    ("post", "/api/playground/replay", {"space": "not a space!", "policy": "{}"}, 400, None),
+    ("get", "/api/playground/replay/no-such-job", None, 404, None),
+    ("delete", "/api/playground/replay/no-such-job", None, 404, None),
+    ("post", "/api/playground/check", {"space": SPACE}, 200, None),
+    ("post", "/api/playground/overlay", {"space": SPACE, "policy": "gateway: {skip_recent_rounds: x}\n"}, 400,
+     "bad_config"),
+    ("post", "/api/playground/save", {"space": SPACE, "policy": "{}", "name": "x"}, 403, None),
+])
+def test_bad_playground_input_gets_a_clear_error_never_a_500(played, method, path, body, status, code):
+    from ombre_brain.server.app import create_app
+
+    client = create_app(played).test_client()
+    kwargs = {"query_string": {"space": SPACE}} if method in ("get", "delete") else {"json": body}
+    r = getattr(client, method)(path, **kwargs)
+    assert r.status_code == status, r.get_data(as_text=True)
+    err = r.get_json().get("error")
+    if status != 200:
+        assert err["message"] and err["code"], err
+    else:
+        assert r.get_json()["ok"] is False and err["message"]
+    if code:
+        assert err["code"] == code, err
+
+
+def test_the_pages_download_form_names_a_bad_draft(played):
+    from ombre_brain.server.app import create_app
+
+    client = create_app(played).test_client()
+    r = client.post(f"/debug/playground/overlay?space={SPACE}", data={"policy": "gateway:\n  cooldown_hours: soon\n"})
+    assert r.status_code == 400 and "line 2" in r.get_data(as_text=True)
+    r = client.post(f"/debug/playground/overlay?space={SPACE}", data={"policy": "gateway:\n  cooldown_hours: 2\n"})
+    assert r.status_code == 200 and "cooldown_hours: 2" in r.get_data(as_text=True)
+    assert r.headers["Content-Disposition"].startswith("attachment;")
