@@ -441,3 +441,28 @@ def test_the_pages_download_form_names_a_bad_draft(played):
     r = client.post(f"/debug/playground/overlay?space={SPACE}", data={"policy": "gateway:\n  cooldown_hours: 2\n"})
     assert r.status_code == 200 and "cooldown_hours: 2" in r.get_data(as_text=True)
     assert r.headers["Content-Disposition"].startswith("attachment;")
+
+
+def test_one_replay_per_space_and_a_few_per_process():
+    from ombre_brain.debug_ui.replay_jobs import MAX_RUNNING, ReplayJobs
+    from ombre_brain.errors import ConflictError
+
+    release = threading.Event()
+    jobs = ReplayJobs(lambda space: None)
+    first = jobs.start("haven:a", "recorded", 1, lambda job: release.wait(30) and {})
+    with pytest.raises(ConflictError) as exc:
+        jobs.start("haven:a", "recorded", 1, lambda job: {})
+    assert exc.value.code == "replay_running"
+    others = [jobs.start(f"haven:{i}", "recorded", 1, lambda job: release.wait(30) and {})
+              for i in range(MAX_RUNNING - 1)]
+    with pytest.raises(ConflictError) as exc:
+        jobs.start("haven:z", "recorded", 1, lambda job: {})
+    assert exc.value.code == "replay_busy"
+    release.set()
+    for job in (first, *others):
+        for _ in range(100):
+            if job.state != "running":
+                break
+            time.sleep(0.02)
+        assert job.state == "done"
+    assert jobs.start("haven:a", "recorded", 1, lambda job: {}).space == "haven:a"  # free again
