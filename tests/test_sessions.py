@@ -90,3 +90,20 @@ def test_a_purged_word_in_the_heard_conversation_takes_the_turn(sessions):
                     context=(Message("user", "我对花生过敏"),))
     assert sessions.forget_terms("haven:a", ["花生"]) == 1
     assert sessions.replay_log("haven:a", 10) == []
+
+
+
+def test_a_turn_log_from_before_replay_records_gains_the_column_and_its_turns_are_skipped(sessions):
+    """An older ledger's turn log gains the ``replay`` column on open; older ledgers recorded no schema versions,
+    so the step may run again over a table that has it, and must not fail. Old turns stay, not replayable."""
+    ledger = sessions.ledger
+    state = sessions.load("haven:a", "s1", NOW)
+    sessions.record(state, [], recent_fired=False, turn={"query": "new"}, mentioned=[])
+    with ledger.tx() as c:
+        c.execute("UPDATE turn_log SET replay = NULL")  # as an older version logged it
+        c.execute("DELETE FROM schema_versions WHERE component = 'sessions'")
+    ledger._schemas.discard("sessions")  # a new process: the steps run again
+    fresh = SessionStore(ledger)
+    assert ledger.schema_version("sessions") == 2
+    assert [r["replay"] for r in fresh.replay_log("haven:a", 10)] == [None]
+    assert fresh.logged_turns("haven:a") == {"turns": 1, "replayable": 0, "sessions": 1, "per_session": 50}

@@ -55,7 +55,6 @@ CREATE TABLE IF NOT EXISTS turn_log (
 );
 CREATE INDEX IF NOT EXISTS turn_log_space ON turn_log(space, session, seq);
 """
-REPLAY_COLUMN = "ALTER TABLE turn_log ADD COLUMN replay TEXT"  # JSON {v, context, state}; null before it existed
 REPLAY_VERSION = 1
 
 
@@ -74,7 +73,14 @@ def _chunks(items: list, n: int) -> Iterator[list]:
 
 
 def ensure_tables(ledger: Ledger) -> None:
-    ledger.ensure_schema("sessions", SCHEMA, REPLAY_COLUMN)
+    ledger.ensure_schema("sessions", SCHEMA, _add_replay)
+
+
+def _add_replay(ledger: Ledger, c) -> None:
+    """Logged turns keep their replay record (JSON ``{v, context, state}``) in a ``replay`` column; a turn logged
+    before it existed has none. Idempotent: a ledger that recorded no schema versions runs every step again."""
+    if "replay" not in ledger.columns(c, "turn_log"):
+        ledger.run_ddl(c, "ALTER TABLE turn_log ADD COLUMN replay TEXT")
 
 
 def state_to_json(state: SessionState) -> dict:
