@@ -176,6 +176,8 @@ class Admission:
     aligned: tuple[tuple[str, str, float], ...] = ()  # (asked term, closest memory word, cosine)
     script_rank: int | None = None   # its rank among the candidates written in its script (weighed: <= max_rank)
     dictionary: tuple[tuple[str, str, str], ...] = ()  # (asked term, memory word, "dict" | "conflict")
+    threshold: float | None = None   # the very threshold the evidence was held against (with the evidence)
+    threshold_name: str | None = None  # which: admit, admit_cjk, admit_cross_script or admit_unasked
 
     def to_dict(self) -> dict:
         d = {"admitted": self.admitted, "reason": self.reason, "matched_terms": list(self.matched_terms),
@@ -186,24 +188,44 @@ class Admission:
         if self.evidence is not None:
             d.update(evidence=self.evidence, features=dict(self.features or {}),
                      aligned=[{"term": t, "word": w, "cosine": c} for t, w, c in self.aligned])
+            if self.threshold is not None:
+                d.update(threshold=self.threshold, threshold_name=self.threshold_name)
         if self.dictionary:  # shown with a refusal too: dictionary_conflict says which words met
             d["dictionary"] = [{"term": t, "word": w, "kind": k} for t, w, k in self.dictionary]
         return d
 
     def summary(self) -> str:
-        """One line for people: 'evidence 0.81 — lexical 0.0, dense z 3.4, cross-script, aligned beach→海边 0.62'."""
+        """One line for people: 'evidence 0.43 < 0.63 cross-script — lexical 0.00, dense z 3.4, aligned beach→海边 0.62,
+        beach→海边 (dict)' (the score, the threshold it was held against, its features and the dictionary's pairs).
+
+        The threshold shown is the one admission compared the evidence with (never recomputed here).
+        """
         pairs = " ".join(f"{t}→{w} ({k})" for t, w, k in self.dictionary)
         if self.evidence is None:
             return f"{self.reason}: {pairs}" if pairs else self.reason
         f = self.features or {}
+        head = evidence_verdict(self.evidence, self.threshold, self.threshold_name)
         parts = [f"lexical {f.get('lexical', 0.0):.2f}", f"dense z {f.get('dense_z', 0.0):.1f}"]
-        if f.get("cross_script"):
+        if f.get("cross_script") and self.threshold_name != "admit_cross_script":
             parts.append("cross-script")
         if self.aligned:
             parts.append("aligned " + " ".join(f"{t}→{w or '?'} {c:.2f}" for t, w, c in self.aligned))
         if pairs:
             parts.append(pairs)
-        return f"evidence {self.evidence:.2f} — " + ", ".join(parts)
+        return f"{head} — " + ", ".join(parts)
+
+
+THRESHOLD_LABELS = {"admit": "", "admit_cjk": " CJK", "admit_cross_script": " cross-script",
+                    "admit_unasked": " unasked"}
+"""How :meth:`Admission.summary` names the threshold the evidence met (``admit`` needs no name)."""
+
+
+def evidence_verdict(evidence: float, threshold: float | None, name: str | None) -> str:
+    """'evidence 0.43 < 0.63 cross-script': the score beside the threshold it was held against, as recorded."""
+    head = f"evidence {evidence:.2f}"
+    if threshold is None:
+        return head
+    return f"{head} {'≥' if evidence >= threshold else '<'} {threshold:.2f}{THRESHOLD_LABELS.get(name or '', '')}"
 
 
 @dataclass(frozen=True)

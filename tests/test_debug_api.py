@@ -50,7 +50,8 @@ def assert_explained(item: dict, where: str) -> None:
     assert isinstance(rg, dict) and set(rg) == RUNTIME_KEYS, f"{where}: runtime_gate keys {sorted(rg or {})}"
     for name in GATE_NAMES:
         g = rg[name]
-        extra = {"evidence", "features"} if name == "direct_seed" else set()  # the admission score, when weighed
+        # the admission score when weighed, with the threshold it was held against
+        extra = {"evidence", "features", "threshold", "threshold_name"} if name == "direct_seed" else set()
         assert {"allowed", "reason"} <= set(g) <= {"allowed", "reason"} | extra, (where, name, g)
         assert g["allowed"] in (True, False, None) and g["reason"], (where, name, g)
         if "evidence" in g:

@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--context", type=int, default=0, metavar="N",
                    help="each turn hears the N messages before it (a sliding conversation)")
+    p.add_argument("--playground", type=int, default=0, metavar="N",
+                   help="also record N turns and time one policy-playground replay of them (docs/design.md §22)")
     p.add_argument("--keep", metavar="DIR", help="build the store in DIR and keep it; a later run with the same DIR, "
                    "size and seed reuses it and measures turns only")
     p.add_argument("--json", action="store_true")

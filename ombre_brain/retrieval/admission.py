@@ -36,7 +36,7 @@ from .terms import term_weight
 
 __all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admit", "asked_terms",
            "bucket_is_cjk", "candidate_features", "clear_cache", "discriminative_terms", "evidence_of",
-           "lexical_admits", "memory_is_cjk", "query_evidence", "script_ranks", "threshold_for"]
+           "lexical_admits", "memory_is_cjk", "query_evidence", "script_ranks", "threshold_for", "threshold_named"]
 
 MIN_BACKGROUND_STD = 0.01
 MIN_SCRIPT_BACKGROUND = 8  # sampled memories a script needs for a background of its own
@@ -369,12 +369,18 @@ def evidence_of(features: Mapping[str, float], model: AdmissionModel) -> float:
 def threshold_for(model: AdmissionModel, features: Mapping[str, float], query_is_cjk: bool = False) -> float:
     """The model's threshold for this candidate: ``admit_cross_script`` across scripts, ``admit_cjk`` for a CJK
     question about a memory in its own script (each when fitted), else ``admit``."""
+    return threshold_named(model, features, query_is_cjk)[1]
+
+
+def threshold_named(model: AdmissionModel, features: Mapping[str, float],
+                    query_is_cjk: bool = False) -> tuple[str, float]:
+    """:func:`threshold_for` with the name of the threshold it chose, for the Admission record."""
     if features.get("cross_script"):
         if model.admit_cross_script is not None:
-            return model.admit_cross_script
+            return "admit_cross_script", model.admit_cross_script
     elif query_is_cjk and model.admit_cjk is not None:
-        return model.admit_cjk
-    return model.admit
+        return "admit_cjk", model.admit_cjk
+    return "admit", model.admit
 
 
 def sensitive(bucket: Any, cfg: Any) -> bool:
@@ -384,11 +390,9 @@ def sensitive(bucket: Any, cfg: Any) -> bool:
 
 
 def plausible(ev: float | None, q: QueryEvidence, cfg: Any) -> bool:
-    """Routes 2b and 2c read words, not meaning: the fitted evidence must not say plainly that this is another memory
-    (at least ``retrieval.min_route_evidence``; no model, no floor): "我大学学的什么专业" holds 大学 = university
-    in a memory of giving up meat at university, at evidence 0.09 (tests/data/companion_en.yaml).
-    A follow-up that says no words of its own ("how is she now?") is read on the conversation's: its own vector
-    carries no topic for the evidence to weigh, so it meets no floor."""
+    """Routes 2b and 2c read words, not meaning: the evidence must reach ``retrieval.min_route_evidence`` (no model, no
+    floor; "我大学学的什么专业" meets 大学 = university in a memory of giving up meat there at 0.09). A follow-up
+    with no words of its own ("how is she now?") carries no topic in its vector: no floor."""
     return ev is None or q.asked.message_groups == 0 or ev >= cfg.retrieval.min_route_evidence
 
 
@@ -470,24 +474,27 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
     ev = round(evidence_of(feats, model), 6) if weighed else None
     aligned = q.aligned.get(candidate.bucket.id, NO_ALIGNMENT).pairs if weighed else ()
     pairs = dict_ev.pairs if weighed and dict_ev is not None else ()
+    name, threshold = None, None
+    if weighed:  # the threshold this evidence is held against, recorded so no page has to work it out again
+        cross = feats if "cross_script" in feats else candidate_features(candidate, q, coverage, ("cross_script",))
+        name, threshold = threshold_named(model, cross, q.query_is_cjk)
+        if unasked and model.admit_unasked > threshold:
+            name, threshold = "admit_unasked", model.admit_unasked
+    rec = dict(evidence=ev, features=feats, aligned=aligned, script_rank=rank, threshold=threshold,
+               threshold_name=name)
     if lexical_ok:  # what the query asks about is written in the memory: that alone is evidence
-        return Admission(True, f"term_in_{first}", matched, semantic, coverage, evidence=ev, features=feats,
-                         aligned=aligned, script_rank=rank, dictionary=pairs)
+        return Admission(True, f"term_in_{first}", matched, semantic, coverage, dictionary=pairs, **rec)
     if dictionary_admits(dict_ev, weighed or model is None, unasked, cfg, plausible(ev, q, cfg)):  # in other words
-        return Admission(True, "dictionary_match", matched, semantic, coverage, evidence=ev, features=feats,
-                         aligned=aligned, script_rank=rank, dictionary=dict_ev.pairs)
+        return Admission(True, "dictionary_match", matched, semantic, coverage, dictionary=dict_ev.pairs, **rec)
     thing = mentioned(q, candidate, conflict, weighed or model is None)
     if thing and plausible(ev, q, cfg):  # a statement names a thing this memory is about
-        return Admission(True, "mentioned_in_title", matched, semantic, coverage, evidence=ev, features=feats,
-                         aligned=aligned, script_rank=rank, dictionary=pairs)
+        return Admission(True, "mentioned_in_title", matched, semantic, coverage, dictionary=pairs, **rec)
     if model is not None and not weighed:
         return Admission(False, "below_admission_rank", matched, semantic, coverage, script_rank=rank)
     if weighed:
-        cross = feats if "cross_script" in feats else candidate_features(candidate, q, coverage, ("cross_script",))
-        bar = threshold_for(model, cross, q.query_is_cjk)
-        ok = ev >= (max(bar, model.admit_unasked) if unasked else bar)
+        ok = ev >= threshold
         return Admission(ok, "evidence_above_threshold" if ok else "evidence_below_threshold", matched, semantic,
-                         coverage, evidence=ev, features=feats, aligned=aligned, script_rank=rank, dictionary=pairs)
+                         coverage, dictionary=pairs, **rec)
     if first is not None:
         return Admission(False, "weak_term_coverage", matched, semantic, coverage)
     return Admission(False, "no_topic_evidence", semantic_score=semantic)

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 
 from ..buckets import Bucket
 from ..recall_types import QueryPlan, SessionState
+from ..retrieval.lexical import names_a_thing
+from ..text import CJK_RE
 
 __all__ = ["CARRIED_FROM", "carried_ids", "on_topic", "with_carried_topic"]
 
@@ -40,10 +42,12 @@ def on_topic(plan: QueryPlan, bucket: Bucket) -> bool:
     """Is the conversation still on this memory: the message points back, or says one of its words?"""
     if plan.skip_reason and not plan.anaphoric:
         return False
-    if plan.anaphoric:
-        return True
     text = bucket.evidence_text.lower()
-    return any(len(t) >= 2 and t.lower() in text for t in plan.terms)
+    if any(len(t) >= 2 and t.lower() in text for t in plan.terms):
+        return True
+    # pointing back ("那她现在怎么样了") is on the topic in play, unless the message names a thing of its own
+    # ("豆包最近怎么样" is about the dog, whatever the conversation was about)
+    return plan.anaphoric and not any(CJK_RE.search(t) and names_a_thing(t) for t in plan.terms)
 
 
 def with_carried_topic(plan: QueryPlan, buckets: Sequence[Bucket], tokens: Callable[[str], list[str]]) -> QueryPlan:

@@ -84,7 +84,11 @@ def direct_seed_gate(plan: QueryPlan, cand: Candidate, decision: LayerDecision, 
     if mode == "explicit_old" and not plan.explicit_old:
         return GateResult(False, "archive_needs_explicit_old")
     adm = cand.admission
-    detail = {"evidence": adm.evidence, "features": dict(adm.features or {})} if adm.evidence is not None else None
+    detail = None
+    if adm.evidence is not None:  # the number the verdict used, and the threshold it was held against
+        detail = {"evidence": adm.evidence, "features": dict(adm.features or {})}
+        if adm.threshold is not None:
+            detail.update(threshold=adm.threshold, threshold_name=adm.threshold_name)
     if not adm.admitted:
         passed_on = ("context_only_match", "said_in_conversation", "sensitive_unasked", "dictionary_conflict")
         reason = adm.reason if adm.reason in passed_on else "no_topic_evidence"

@@ -69,19 +69,20 @@ def run_turn(parts: TurnParts, space: str, session: str, query: str, now: dateti
     lap("budget")
     turn.debug.update(retrieval=retrieval, direct=direct, related=related, trace=ctx.trace, diffusion=ctx.diffusion)
     if not dry_run:
-        _record(ctx, turn, side)
+        _record(ctx, turn, side, context)
     lap.ms["record"] = round((perf_counter() - lap._t) * 1000, 3)
     return turn
 
 
-def _record(ctx: TurnContext, turn: Turn, side) -> None:
-    """Session bookkeeping of a real turn: the round, what was shown, the turn log, dreams shown or released."""
+def _record(ctx: TurnContext, turn: Turn, side, context: Sequence[Message]) -> None:
+    """Session bookkeeping of a real turn: the round, what was shown, the turn log (with what a replay of the turn
+    needs: the conversation heard and the session state met), dreams shown or released."""
     injected = [(it.bucket_id, sec.key) for sec in (*turn.stable, *turn.sections) for it in sec.items
                 if it.bucket_id]
     mentioned = [b for b, _ in injected] + [s.bucket_id for s in turn.suppressed]
     recent_shown = any(s.key == "recent_context" for s in turn.sections)
     ctx.parts.sessions.record(ctx.state, injected, recent_fired=side.recent_fired and recent_shown,
-                              turn=turn.to_dict(timings=True), mentioned=mentioned)
+                              turn=turn.to_dict(timings=True), mentioned=mentioned, context=context)
     dreams = ctx.parts.dreams
     if side.dream and dreams is not None:  # a claimed dream the budget trimmed away is released, not lost
         shown = set(turn.item_ids("dream"))

@@ -70,6 +70,8 @@ def announce_side_reads(ctx: TurnContext) -> None:
     cfg = ctx.cfg
     ctx.lists = side_lists(ctx)
     ctx.store.list_ahead(ctx.space, *(read.kwargs() for read in ctx.lists.values()))
+    if ctx.carried:  # the memories carried from the last rounds, read for Recent Context (:func:`carried`)
+        ctx.store.get_ahead(ctx.space, ctx.carried)
     if ctx.parts.facts is not None and cfg.gateway.budgets.facts > 0:
         ctx.ahead["facts"] = ctx.parts.facts.any_ahead(ctx.space)
 
