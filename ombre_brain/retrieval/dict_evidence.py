@@ -83,8 +83,7 @@ def names_thing(word: str, bridge, thing: Callable[[str], bool]) -> bool:
     dictionary does not hold is not one). Only two things swap in a near miss: "again" against 那么 is no conflict."""
     if CJK_RE.search(word):
         return thing(word)
-    heads = bridge.headwords(word)
-    return bool(heads) and sum(thing(h) for h in heads) >= THING_SHARE * len(heads)
+    return _mostly(word, bridge, thing)
 
 
 def _bilingual(term: str, word: str) -> bool:
@@ -97,8 +96,24 @@ def _a_time(word: str, bridge, time: Callable[[str], bool]) -> bool:
     """A time or an amount: a Chinese word ``time`` says is one; an English word most of whose headwords are."""
     if CJK_RE.search(word):
         return time(word)
-    heads = bridge.headwords(word)
-    return bool(heads) and sum(time(h) for h in heads) >= THING_SHARE * len(heads)
+    return _mostly(word, bridge, time)
+
+
+_MOSTLY: dict[tuple[int, str, Callable], bool] = {}
+
+
+def _mostly(word: str, bridge, test: Callable[[str], bool]) -> bool:
+    """Do at least ``THING_SHARE`` of an English word's Chinese headwords pass ``test``? Remembered per bridge and
+    test: "find" has over a hundred headwords, each tagged by jieba."""
+    key = (id(bridge), word.casefold(), test)
+    got = _MOSTLY.get(key)
+    if got is None:
+        heads = bridge.headwords(word)
+        got = bool(heads) and sum(test(h) for h in heads) >= THING_SHARE * len(heads)
+        if len(_MOSTLY) > 65536:
+            _MOSTLY.clear()
+        _MOSTLY[key] = got
+    return got
 
 
 def _firm(term: str, word: str, bridge, thing: Callable[[str], bool]) -> bool:
@@ -149,9 +164,9 @@ def dict_evidence(groups: Sequence[tuple[Sequence[str], float]], words: Sequence
             got += weight
             written.update(members)
             continue
-        match = next(((m, w) for m in members for w in words if _bilingual(m, w) and _firm(m, w, bridge, thing)
-                      and not (_a_time(m, bridge, time) and _a_time(w, bridge, time))
-                      and (bridge.means_same(m, w) or _near(m, w, bridge, cos))), None)
+        match = next(((m, w) for m in members for w in words if _bilingual(m, w)  # the cheap tests first
+                      and (bridge.means_same(m, w) or _near(m, w, bridge, cos)) and _firm(m, w, bridge, thing)
+                      and not (_a_time(m, bridge, time) and _a_time(w, bridge, time))), None)
         if match is not None:
             got += weight
             pairs.append((*match, "dict"))

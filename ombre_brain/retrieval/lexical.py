@@ -68,7 +68,7 @@ def _normalised_stops(stop_words: frozenset[str]) -> frozenset[str]:
 _normalise = normalize  # NFKC folds full-width letters and digits (ＡＢＣ１２) into ASCII, as users type both
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=65536)
 def names_a_thing(term: str) -> bool:
     """Does a Chinese term name a thing (jieba tags it a noun: a person, an animal, a place, an object)? A term with
     no Chinese is taken as one (the dictionary reads English words through their headwords).
@@ -76,24 +76,32 @@ def names_a_thing(term: str) -> bool:
     time word ("特别", "期待", "晚上") never conflicts (design §18)."""
     if not re.search(f"[{HAN}]", term):
         return True
-    import jieba.posseg as posseg
-
-    with _jieba_lock:
-        pairs = posseg.lcut(term)
-    return len(pairs) == 1 and pairs[0].flag.startswith("n")
+    flag = _tag_of(term)
+    return flag is not None and flag.startswith("n")
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=65536)
 def names_a_time(term: str) -> bool:
     """Does a Chinese term name a time or an amount (jieba tags it ``t`` or ``m``: 周三, 晚上, 几年, 半年)? Two such
     words meeting in the dictionary (几年/去年, 周三/Thursday) say nothing about which memory is meant."""
     if not re.search(f"[{HAN}]", term):
         return False
+    flag = _tag_of(term)
+    return flag is not None and flag[:1] in ("t", "m")
+
+
+def _tag_of(term: str) -> str | None:
+    """jieba's part-of-speech tag of a one-word term: from its dictionary's tag table when it lists the word (one
+    lookup; the dictionary bridge asks this of every headword an English word names), else by cutting it (a word the
+    table lacks is tagged by the HMM); None when it cuts into more than one word."""
     import jieba.posseg as posseg
 
+    flag = posseg.dt.word_tag_tab.get(term)
+    if flag is not None:
+        return flag
     with _jieba_lock:
         pairs = posseg.lcut(term)
-    return len(pairs) == 1 and pairs[0].flag[:1] in ("t", "m")
+    return pairs[0].flag if len(pairs) == 1 else None
 
 
 def tokenize(text: str, stop_words: frozenset[str] = frozenset()) -> list[str]:

@@ -23,8 +23,12 @@ from ..recall_types import QueryPlan, SessionState
 from ..retrieval.lexical import names_a_thing
 from ..text import CJK_RE
 
-__all__ = ["CARRIED_FROM", "carried_ids", "on_topic", "with_carried_topic"]
+__all__ = ["CARRIED_FROM", "carried_ids", "on_topic", "points_back", "with_carried_topic"]
 
+CARRIED_TOPIC = 3
+"""How many of the carried memories, the most recent first, a message that points back takes its words from."""
+CARRIED_TERMS = 12
+"""The words a message that points back takes from each memory it points back to (:func:`with_carried_topic`)."""
 CARRIED_FROM = ("recalled_memory", "diffused_memory")
 """The sections a carried memory was recalled into (Recent Context and the side sections carry themselves)."""
 
@@ -45,22 +49,32 @@ def on_topic(plan: QueryPlan, bucket: Bucket) -> bool:
     text = bucket.evidence_text.lower()
     if any(len(t) >= 2 and t.lower() in text for t in plan.terms):
         return True
-    # pointing back ("那她现在怎么样了") is on the topic in play, unless the message names a thing of its own
-    # ("豆包最近怎么样" is about the dog, whatever the conversation was about)
+    return points_back(plan)
+
+
+def points_back(plan: QueryPlan) -> bool:
+    """Does the message point back to the topic in play ("那她现在怎么样了")? Not when it names a thing of its own:
+    "豆包最近怎么样" is about the dog and "讲讲给猫洗澡那天" about that day, whatever was said before."""
     return plan.anaphoric and not any(CJK_RE.search(t) and names_a_thing(t) for t in plan.terms)
 
 
 def with_carried_topic(plan: QueryPlan, buckets: Sequence[Bucket], tokens: Callable[[str], list[str]]) -> QueryPlan:
-    """A message that points back searches with the words of the memories it points back to, at full weight."""
-    if not plan.anaphoric or not buckets:
+    """A message that points back searches with the words of the memories it points back to (the ``CARRIED_TOPIC``
+    most recent), at full weight."""
+    if not points_back(plan) or not buckets:
         return plan
+    buckets = buckets[:CARRIED_TOPIC]
     have = {t for t, _w in plan.context_terms} | set(plan.terms)
     extra: dict[str, float] = {}
-    for b in buckets:
+    for b in buckets:  # its title's words first (what it is about), then its text's, at most CARRIED_TERMS of them:
+        mine = 0       # every word of a long memory would make each later match weigh them all
         for t in tokens(f"{b.title}\n{b.main_text}"):
             t = t.strip().lower()
-            if len(t) >= 2 and t not in have:
-                extra.setdefault(t, 1.0)
+            if mine >= CARRIED_TERMS:
+                break
+            if len(t) >= 2 and t not in have and t not in extra:
+                extra[t] = 1.0
+                mine += 1
     if not extra:
         return plan
     return dataclasses.replace(plan, context_terms=(*plan.context_terms, *extra.items()))

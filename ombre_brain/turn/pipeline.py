@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from time import perf_counter
 
-from .carry import carried_ids, with_carried_topic
+from .carry import CARRIED_TOPIC, carried_ids, points_back, with_carried_topic
 from .context import TurnContext, TurnParts
 from .conversation import Message
 from .items import render_items
@@ -46,8 +46,9 @@ def run_turn(parts: TurnParts, space: str, session: str, query: str, now: dateti
     plan = parts.policy.plan_query(query, context)
     state = parts.sessions.load(space, session, now, dry_run=dry_run)
     carried = carried_ids(state, parts.config.gateway.carry_rounds)
-    if carried and plan.anaphoric:  # a message that points back is about what was just recalled
-        plan = with_carried_topic(plan, list(parts.store.get_many(space, carried).values()), parts.store.tokens)
+    if carried and points_back(plan):  # a message that points back is about what was just recalled
+        got = parts.store.get_many(space, carried[:CARRIED_TOPIC])
+        plan = with_carried_topic(plan, [got[b] for b in carried[:CARRIED_TOPIC] if b in got], parts.store.tokens)
     ctx = TurnContext(parts, space, plan, state)
     ctx.carried = carried
     announce_side_reads(ctx)  # they ride with the candidates' read to a shared ledger
