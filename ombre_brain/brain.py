@@ -85,7 +85,8 @@ class Brain:
             require_shared_keys(cfg)  # refuse to start before anything is opened
         self.store = BucketStore(self.path, cfg, lambda: get_embedder(cfg.embedding), self.tokenize,
                                  lambda: get_second_opinion(cfg.embedding.second_opinion == "auto"))
-        self.policy = RecallPolicy(cfg, tokenizer=lambda t, s=None: self.tokenize(t))
+        # the planner asks for tokens with and without stop words: one-character cues (它, 她) are stop words
+        self.policy = RecallPolicy(cfg, tokenizer=lambda t, s=frozenset(): tokenize(t, s))
         self.retriever = Retriever(self.store, cfg, self.policy)
         self.admitter = Admitter(self.store, cfg)
         self.facts = FactsStore(self.store.ledger, cfg)
@@ -150,7 +151,7 @@ class Brain:
         """Store one bucket (any §3 field); returns its id.
 
         An exact duplicate in the space (same title, body, tags and type) returns the existing id and
-        records this write's ``source`` as another claim on it (DESIGN §10); if a field given here
+        records this write's ``source`` as another claim on it (design §10); if a field given here
         differs from the stored one, :class:`DuplicateError` says which and nothing is written.
         """
         data = dict(fields)
@@ -215,7 +216,7 @@ class Brain:
         return {k: public_view(b, now) for k, b in self.store.get_many(space, list(bucket_ids)).items()}
 
     def sources(self, space: str, bucket_id: str) -> list[str]:
-        """The sources holding a claim on a bucket ('' stands for a write without one; DESIGN §10)."""
+        """The sources holding a claim on a bucket ('' stands for a write without one; design §10)."""
         validate_space(space)
         return self.store.sources(space, bucket_id)
 
@@ -292,7 +293,7 @@ class Brain:
         """Run one turn of the read pipeline and return its Turn (to_dict() is the §11 TURN).
 
         ``context`` is the conversation before ``query``: ``{role, content}`` messages, oldest first
-        (DESIGN §14); only the last ``gateway.context_messages`` within ``gateway.context_chars`` are heard.
+        (design §14); only the last ``gateway.context_messages`` within ``gateway.context_chars`` are heard.
         """
         validate_space(space)
         if not isinstance(session, str) or not session or len(session) > 200:

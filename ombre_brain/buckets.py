@@ -1,4 +1,4 @@
-"""Bucket and Moment models, section parsing and validation (DESIGN §1, §3).
+"""Bucket and Moment models, section parsing and validation (design §1, §3).
 
 A bucket is what a writer gives us; moments are the pieces search can find. Keeping the
 split here, in pure code, means the store, the lexical index and render all agree on which
@@ -39,7 +39,7 @@ ORIGINS = ("user", "assistant", "derived")
 BASES = ("stated", "observed", "inferred", "unknown")
 FLAGS = ("pinned", "protected", "anchor", "archived", "resolved", "digested", "dont_surface")
 TIME_FIELDS = ("created", "updated", "last_active", "event_time")
-PARAGRAPH_MAX = 300  # DESIGN §6: a longer paragraph is split at sentence boundaries, a longer sentence hard
+PARAGRAPH_MAX = 300  # design §6: a longer paragraph is split at sentence boundaries, a longer sentence hard
 
 # Dream-only fields (issue 6) ride along on the bucket so GET /v1/buckets shows them.
 DREAM_FIELDS = ("core_affect", "recall_cues", "source_bucket_ids", "surfaced", "surface_attempts")
@@ -91,7 +91,7 @@ class SourceRef:
 
 @dataclass(frozen=True)
 class Bucket:
-    """One memory (DESIGN §3). Times are ISO strings with offset; lists are tuples (frozen)."""
+    """One memory (design §3). Times are ISO strings with offset; lists are tuples (frozen)."""
 
     id: str
     space: str
@@ -363,7 +363,7 @@ def bucket_from_dict(data: Any, *, space: str | None = None, now: datetime | Non
         raise ValidationError(f"expected a JSON object for a bucket, got {type(data).__name__}")
     unknown = sorted(set(data) - _FIELD_NAMES)
     if unknown:
-        raise ValidationError(f"unknown field(s) {', '.join(unknown)}; known fields are the DESIGN §3 names",
+        raise ValidationError(f"unknown field(s) {', '.join(unknown)}; known fields are the design §3 names",
                               code="unknown_field")
     if partial_of is not None:
         for key in ("id", "space", "created"):

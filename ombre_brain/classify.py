@@ -1,4 +1,4 @@
-"""The rule-based first pass at writer hints, from cue words in config (DESIGN §7).
+"""The rule-based first pass at writer hints, from cue words in config (design §7).
 
 Used when a writer gives no hints, and by the post-exchange writer when no LLM extractor is
 configured. It is deliberately simple and predictable: persona designers extend the lists.

@@ -17,6 +17,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
+from .config_lines import line_of
+from .config_retrieval import AdmissionConfig as AdmissionConfig
+from .config_retrieval import AdmissionModel as AdmissionModel
+from .config_retrieval import ContextConfig as ContextConfig
+from .config_retrieval import FusionConfig as FusionConfig
+from .config_retrieval import LexicalConfig as LexicalConfig
+from .config_retrieval import RetrievalConfig as RetrievalConfig
+from .config_server import PlaygroundConfig as PlaygroundConfig
+from .config_server import ServerConfig as ServerConfig
+from .config_server import TokenRule as TokenRule
 from .config_writer import WriterConfig as WriterConfig
 from .config_writer import WriterModelConfig as WriterModelConfig
 from .config_writer import WriterSignals as WriterSignals
@@ -46,7 +56,7 @@ class EmbeddingConfig:
     model: str | None = None
     batch_size: int = field(default=32, metadata=_rng(1, 4096))
     query_cache_size: int = field(default=2048, metadata=_rng(0, 1_000_000))
-    second_opinion: Literal["auto", "off"] = "auto"  # USE v3 for admission, where installed (DESIGN §13)
+    second_opinion: Literal["auto", "off"] = "auto"  # USE v3 for admission, where installed (design §13)
 
 
 @dataclass(frozen=True)
@@ -75,82 +85,6 @@ class StoreConfig:
     max_tags: int = field(default=32, metadata=_rng(0, 1000))
     max_tag_chars: int = field(default=64, metadata=_rng(1, 1000))
     max_comments: int = field(default=64, metadata=_rng(0, 10000))
-
-
-@dataclass(frozen=True)
-class LexicalConfig:
-    stop_words: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class FusionConfig:
-    dense_weight_latin: float = field(default=0.55, metadata=_rng(0, 1))
-    dense_weight_cjk: float = field(default=0.75, metadata=_rng(0, 1))
-    dense_weight_minilm_cjk: float = field(default=0.0, metadata=_rng(0, 1))
-    anchor_bonus: float = field(default=0.15, metadata=_rng(0, 1))
-    context_share: float = field(default=0.5, metadata=_rng(0, 1))
-    # when a query meets memories in another script (an English question, Chinese memories), the second
-    # opinion's share of the dense channel: both models' cosines min-max normalised, then mixed
-    second_opinion_share: float = field(default=0.5, metadata=_rng(0, 1))
-
-
-@dataclass(frozen=True)
-class AdmissionModel:
-    """One embedding model's fitted admission: evidence = sigmoid(weights · features + bias), admitted at ``admit``.
-
-    A question in one script about a memory in another (English about Chinese) has no lexical route
-    and its evidence is spread lower; ``admit_cross_script`` is its own threshold, fitted beside
-    ``admit`` (unset: the same as ``admit``). A Chinese question about a Chinese memory meets
-    ``admit_cjk`` (unset: ``admit``): the two languages' near misses differ, and a threshold shared by both
-    is held where the stricter one needs it.
-
-    ``features`` names the admission features the model was fitted on (``calibrate`` writes it; unset, the
-    weights' keys): evidence is computed over those alone, so a feature registered later
-    (``retrieval/features.py``) leaves a model fitted before it exactly as it was.
-    """
-
-    weights: dict[str, float] = field(default_factory=dict)
-    features: tuple[str, ...] = ()
-    bias: float = 0.0
-    admit: float = field(default=0.5, metadata=_rng(0, 1))
-    admit_cross_script: float | None = field(default=None, metadata=_rng(0, 1))
-    admit_cjk: float | None = field(default=None, metadata=_rng(0, 1))
-    fitted: str = ""  # the command and data that produced these numbers
-
-    @property
-    def feature_names(self) -> tuple[str, ...]:
-        """What the evidence is computed over: the features fitted on (``features``, else the weights' keys)."""
-        return self.features or tuple(self.weights)
-
-
-@dataclass(frozen=True)
-class AdmissionConfig:
-    max_rank: int = field(default=4, metadata=_rng(1, 1000))  # the best this many of each script are weighed
-    models: dict[str, AdmissionModel] = field(default_factory=dict)  # by embedder model id
-
-
-@dataclass(frozen=True)
-class ContextConfig:
-    """How the conversation before a message weighs in retrieval (DESIGN §14)."""
-
-    user_messages: int = field(default=4, metadata=_rng(0, 20))  # the recent user messages that make the topic
-    decay: float = field(default=0.5, metadata=_rng(0, 1))       # weight of the previous one; its predecessor decay²
-    anaphora_boost: float = field(default=2.0, metadata=_rng(1, 10))  # "那天晚上", "that night": the topic weighs more
-
-
-@dataclass(frozen=True)
-class RetrievalConfig:
-    mode: Literal["graph", "bucket"] = "graph"
-    vector_k: int = field(default=40, metadata=_rng(1, 10000))
-    lexical_k: int = field(default=40, metadata=_rng(1, 10000))
-    fusion: FusionConfig = FusionConfig()
-    admission: AdmissionConfig = AdmissionConfig()
-    context: ContextConfig = ContextConfig()
-    min_term_chars: int = field(default=2, metadata=_rng(1, 10))
-    min_idf: float = field(default=0.5, metadata=_rng(0, 100))
-    min_term_coverage: float = field(default=0.4, metadata=_rng(0, 1))
-    max_direct: int = field(default=4, metadata=_rng(1, 100))
-    min_relative_score: float = field(default=0.35, metadata=_rng(0, 1))
 
 
 @dataclass(frozen=True)
@@ -208,6 +142,7 @@ class GatewayConfig:
     recent_reentry_idle_hours: float = field(default=24, metadata=_rng(0, 100000))
     head_recent_hours: float = field(default=72, metadata=_rng(0, 100000))
     recent_context_max_items: int = field(default=3, metadata=_rng(0, 100))
+    carry_rounds: int = field(default=3, metadata=_rng(0, 10000))  # a recalled memory is carried this many rounds
     favorite_interval_rounds: int = field(default=0, metadata=_rng(0, 100000))
     weather_interval_rounds: int = field(default=0, metadata=_rng(0, 100000))
     weather_max_age_hours: float = field(default=48, metadata=_rng(0, 100000))
@@ -281,20 +216,6 @@ class ForgetConfig:
 
 
 @dataclass(frozen=True)
-class TokenRule:
-    token_env: str
-    spaces: tuple[str, ...] | Literal["*"] = "*"
-    side: Literal["companion", "person"] | None = None  # letters: the one side this token may act for (§19)
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    tokens: tuple[TokenRule, ...] = ()
-    default_space: str = "haven:user"
-    max_body_bytes: int = field(default=1048576, metadata=_rng(1024, 1 << 30))
-
-
-@dataclass(frozen=True)
 class UpstreamConfig:
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
@@ -328,7 +249,7 @@ class DreamConfig:
 
 @dataclass(frozen=True)
 class McpBreathConfig:
-    """`breath()` takes no query, so it reads the space through this profile (DESIGN §15).
+    """`breath()` takes no query, so it reads the space through this profile (design §15).
 
     Each number is that section's token budget in a breath turn (0 leaves the section out);
     the chat turn's own budgets are untouched.
@@ -443,7 +364,31 @@ def _validate_semantics(cfg: Config) -> None:
         raise _Invalid("mcp.grow.min_items", f"is above mcp.grow.max_items ({cfg.mcp.grow.max_items})")
 
 
+def _drop_replaced(merged: dict, over: Mapping) -> dict:
+    """A fitted admission model is one whole: an overlay naming a model replaces it rather than merging into it
+    (weights fitted together are never mixed with another fit's)."""
+    models = ((over.get("retrieval") or {}).get("admission") or {}).get("models") if isinstance(over, Mapping) else None
+    if not isinstance(models, Mapping):
+        return merged
+    out = copy.deepcopy(merged)
+    have = ((out.get("retrieval") or {}).get("admission") or {}).get("models")
+    if isinstance(have, dict):
+        for model_id in models:
+            have.pop(model_id, None)
+    return out
+
+
 ConfigSource = str | Path | Mapping | None
+
+
+def _line_in(origin: str, key: str) -> int | None:
+    """The line of ``key`` in the file ``origin`` (read again: this runs only for a mistake); None for a mapping."""
+    if origin.startswith("<"):
+        return None
+    try:
+        return line_of(Path(origin).read_text(encoding="utf-8"), key)
+    except OSError:
+        return None
 
 
 def load_config(*overlays: ConfigSource, default: Path = DEFAULT_PATH) -> Config:
@@ -465,7 +410,7 @@ def load_config(*overlays: ConfigSource, default: Path = DEFAULT_PATH) -> Config
             raise ConfigError(f"expected a YAML path or a mapping, got {type(over).__name__}")
     merged: dict = {}
     for _, data in layers:
-        merged = deep_merge(merged, data)
+        merged = deep_merge(_drop_replaced(merged, data), data)
     if isinstance(merged.get("retrieval"), Mapping) and "semantic_admit" in merged["retrieval"]:
         raise ConfigError("was replaced by retrieval.admission (a calibrated evidence score per embedding model, "
                           "fitted with `ombre-brain calibrate`); remove it from your overlay",
@@ -474,7 +419,8 @@ def load_config(*overlays: ConfigSource, default: Path = DEFAULT_PATH) -> Config
         cfg = _build(Config, merged, "")
         _validate_semantics(cfg)
     except _Invalid as exc:
-        raise ConfigError(exc.message, file=_origin_of(exc.key, layers), key=exc.key) from None
+        origin = _origin_of(exc.key, layers)
+        raise ConfigError(exc.message, file=origin, key=exc.key, line=_line_in(origin, exc.key)) from None
     version = hashlib.sha256(json.dumps(merged, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return dataclasses.replace(cfg, raw=merged, version=version)
 

@@ -56,17 +56,24 @@ def _read_yaml(path: Path) -> dict:
         raise ConfigError("file not found", file=str(path)) from None
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    return parse_yaml_mapping(text, str(path))
+
+
+def parse_yaml_mapping(text: str, name: str) -> dict:
+    """A config text as a mapping, or a ConfigError naming ``name`` and the line of a syntax error."""
     try:
         data = load_yaml_text(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"invalid YAML{where}: {problem}", file=str(path)) from None
+        err = ConfigError(f"invalid YAML{where}: {problem}", file=name)
+        err.line = mark.line + 1 if mark else None
+        raise err from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"expected a mapping at the top level, got {type(data).__name__}", file=str(path))
+        raise ConfigError(f"expected a mapping at the top level, got {type(data).__name__}", file=name)
     return data
 
 

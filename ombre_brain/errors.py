@@ -4,7 +4,7 @@ Every error a caller can see derives from :class:`OmbreError`, so the CLI and th
 layer can turn any of them into a clear message (and a 4xx status) without tracebacks::
 
     OmbreError
-    ├── ConfigError            a YAML file or override is wrong (names file and dotted key)
+    ├── ConfigError            a YAML file or override is wrong (names file, line and dotted key)
     ├── ValidationError        a bucket, edge, query or request body is malformed
     │   └── BudgetError        a facts read budget is outside its allowed range
     ├── NotFoundError          a bucket, edge, session, job or receipt does not exist
@@ -45,16 +45,27 @@ class ConfigError(OmbreError):
 
     code = "bad_config"
 
-    def __init__(self, message: str, *, file: str | None = None, key: str | None = None) -> None:
+    def __init__(self, message: str, *, file: str | None = None, key: str | None = None,
+                 line: int | None = None) -> None:
         where = []
         if file:
             where.append(str(file))
+        if line:
+            where.append(f"line {line}")
         if key:
             where.append(f"key '{key}'")
         prefix = f"{': '.join(where)}: " if where else ""
         super().__init__(prefix + message)
         self.file = file
         self.key = key
+        self.line = line
+        self.problem = message  # what is wrong, without where
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d["error"].update({k: v for k, v in (("key", self.key), ("line", self.line)) if v is not None},
+                          problem=self.problem)
+        return d
 
 
 class ValidationError(OmbreError):

@@ -1,4 +1,4 @@
-"""Layer inference: what kind of memory a bucket is, decided at read time (DESIGN §4).
+"""Layer inference: what kind of memory a bucket is, decided at read time (design §4).
 
 A layer is never stored. It is read from the bucket every turn, so a persona overlay or a
 flag flipped on the bucket changes the layer at once, and `layer_debug` can show exactly

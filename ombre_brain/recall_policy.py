@@ -1,4 +1,4 @@
-"""Query planning: what the query itself asks for, decided once per turn (DESIGN §5).
+"""Query planning: what the query itself asks for, decided once per turn (design §5).
 
 ``RecallPolicy.plan_query`` turns a chat line into a frozen :class:`QueryPlan`. Every cue word
 comes from ``config.cues`` (Chinese and English), so a persona designer changes behaviour in
@@ -237,6 +237,7 @@ class RecallPolicy:
             query_arousal=arousal,
             anaphoric=flags["anaphora"],
             cjk=is_cjk_text(query),
+            asks=flags["asks"],
         )
 
     def _quoted_words(self, text: str) -> frozenset[str]:

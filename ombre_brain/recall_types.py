@@ -21,7 +21,7 @@ from .text import is_cjk_text
 
 @dataclass(frozen=True)
 class QueryPlan:
-    """What plan_query decided about the query itself (DESIGN §5)."""
+    """What plan_query decided about the query itself (design §5)."""
 
     context_mode: str = "casual"
     explicit_recent: bool = False
@@ -47,6 +47,12 @@ class QueryPlan:
     context_terms: tuple[tuple[str, float], ...] = ()  # their terms, (term, weight), for retrieval and admission
     carried: str | None = None             # a context mode carried over from the conversation (e.g. memory_lookup)
     cjk: bool | None = None                # the message's script, decided once by plan_query (None: a hand-made plan)
+    asks: bool = False                     # the message is a question (?, 吗, what …): not something said in passing
+
+    @property
+    def unasked(self) -> bool:
+        """Recall for this message would be unasked: it neither looks up the past nor asks anything."""
+        return self.context_mode != "memory_lookup" and not self.asks
 
     @property
     def query_is_cjk(self) -> bool:
@@ -68,7 +74,7 @@ class QueryPlan:
     def debug_dict(self) -> dict:
         d = self.to_dict()
         d.update(query=self.query, normalized=self.normalized, memory_lookup=self.memory_lookup,
-                 check_in=self.check_in, anchors=list(self.anchors), anaphoric=self.anaphoric,
+                 check_in=self.check_in, anchors=list(self.anchors), anaphoric=self.anaphoric, asks=self.asks,
                  topic=[{"text": t, "weight": round(w, 3)} for t, w in self.topic],
                  context_terms=[{"term": t, "weight": round(w, 3)} for t, w in self.context_terms],
                  carried=self.carried)
@@ -115,7 +121,7 @@ NOT_APPLICABLE = GateResult(None, "not_applicable")
 @dataclass(frozen=True)
 class RuntimeGate:
     """Every registered gate's verdict on one item this turn, in precedence order, plus the final decision
-    (DESIGN §5). Built by the gate registry (``turn/gate_table.py``), which puts every gate in ``gates``."""
+    (design §5). Built by the gate registry (``turn/gate_table.py``), which puts every gate in ``gates``."""
 
     gates: dict[str, GateResult]
     decision: str = "suppressed"  # injected | suppressed
@@ -165,10 +171,13 @@ class Admission:
     matched_terms: tuple[str, ...] = ()
     semantic_score: float | None = None
     coverage: float | None = None    # share of the query's term weight the bucket's evidence text covers
-    evidence: float | None = None    # the calibrated probability that this is a wanted memory (DESIGN §13)
+    evidence: float | None = None    # the calibrated probability that this is a wanted memory (design §13)
     features: dict | None = None     # what the evidence was computed from
     aligned: tuple[tuple[str, str, float], ...] = ()  # (asked term, closest memory word, cosine)
     script_rank: int | None = None   # its rank among the candidates written in its script (weighed: <= max_rank)
+    dictionary: tuple[tuple[str, str, str], ...] = ()  # (asked term, memory word, "dict" | "conflict")
+    threshold: float | None = None   # the very threshold the evidence was held against (with the evidence)
+    threshold_name: str | None = None  # which: admit, admit_cjk, admit_cross_script or admit_unasked
 
     def to_dict(self) -> dict:
         d = {"admitted": self.admitted, "reason": self.reason, "matched_terms": list(self.matched_terms),
@@ -179,19 +188,44 @@ class Admission:
         if self.evidence is not None:
             d.update(evidence=self.evidence, features=dict(self.features or {}),
                      aligned=[{"term": t, "word": w, "cosine": c} for t, w, c in self.aligned])
+            if self.threshold is not None:
+                d.update(threshold=self.threshold, threshold_name=self.threshold_name)
+        if self.dictionary:  # shown with a refusal too: dictionary_conflict says which words met
+            d["dictionary"] = [{"term": t, "word": w, "kind": k} for t, w, k in self.dictionary]
         return d
 
     def summary(self) -> str:
-        """One line for people: 'evidence 0.81 — lexical 0.0, dense z 3.4, cross-script, aligned beach→海边 0.62'."""
+        """One line for people: 'evidence 0.43 < 0.63 cross-script — lexical 0.00, dense z 3.4, aligned beach→海边 0.62,
+        beach→海边 (dict)' (the score, the threshold it was held against, its features and the dictionary's pairs).
+
+        The threshold shown is the one admission compared the evidence with (never recomputed here).
+        """
+        pairs = " ".join(f"{t}→{w} ({k})" for t, w, k in self.dictionary)
         if self.evidence is None:
-            return self.reason
+            return f"{self.reason}: {pairs}" if pairs else self.reason
         f = self.features or {}
+        head = evidence_verdict(self.evidence, self.threshold, self.threshold_name)
         parts = [f"lexical {f.get('lexical', 0.0):.2f}", f"dense z {f.get('dense_z', 0.0):.1f}"]
-        if f.get("cross_script"):
+        if f.get("cross_script") and self.threshold_name != "admit_cross_script":
             parts.append("cross-script")
         if self.aligned:
             parts.append("aligned " + " ".join(f"{t}→{w or '?'} {c:.2f}" for t, w, c in self.aligned))
-        return f"evidence {self.evidence:.2f} — " + ", ".join(parts)
+        if pairs:
+            parts.append(pairs)
+        return f"{head} — " + ", ".join(parts)
+
+
+THRESHOLD_LABELS = {"admit": "", "admit_cjk": " CJK", "admit_cross_script": " cross-script",
+                    "admit_unasked": " unasked"}
+"""How :meth:`Admission.summary` names the threshold the evidence met (``admit`` needs no name)."""
+
+
+def evidence_verdict(evidence: float, threshold: float | None, name: str | None) -> str:
+    """'evidence 0.43 < 0.63 cross-script': the score beside the threshold it was held against, as recorded."""
+    head = f"evidence {evidence:.2f}"
+    if threshold is None:
+        return head
+    return f"{head} {'≥' if evidence >= threshold else '<'} {threshold:.2f}{THRESHOLD_LABELS.get(name or '', '')}"
 
 
 @dataclass(frozen=True)
@@ -263,6 +297,7 @@ class SessionState:
     now: datetime
     round: int = 0                                   # this turn's round number (1-based)
     injected: dict[str, tuple[int, str]] = field(default_factory=dict)  # bucket_id -> (round, iso time) last injected
+    shown_in: dict[str, str] = field(default_factory=dict)  # bucket_id -> the section it was last injected in
     last_seen: datetime | None = None                # the space's previous turn, any session
     recent_context_fired_at: datetime | None = None  # this session's last automatic Recent Context
     dry_run: bool = False
@@ -270,7 +305,7 @@ class SessionState:
 
 @dataclass(frozen=True)
 class Item:
-    """One entry of a section, as the TURN object shows it (DESIGN §11)."""
+    """One entry of a section, as the TURN object shows it (design §11)."""
 
     bucket_id: str | None
     moment_id: str | None

@@ -1,4 +1,4 @@
-"""Admission (DESIGN §13): each feature of the evidence score, the calibrated decision, the lexical fallback."""
+"""Admission (design §13): each feature of the evidence score, the calibrated decision, the lexical fallback."""
 
 from __future__ import annotations
 
@@ -219,6 +219,23 @@ def test_a_question_in_another_script_is_held_to_its_own_threshold():
     assert not admit(c[0], evidence_for(c, [], query_is_cjk=False), cfg=CFG, model=unset).admitted
 
 
+def test_a_refusal_carries_the_very_threshold_it_missed():
+    """The record holds the number admission compared with, so a page shows "evidence 0.50 < 0.90" unrecomputed."""
+    c = cands_of((SEA, 0.90, None), (DOG, 0.81, None))
+    model = AdmissionModel(weights={}, bias=0.0, admit=0.9, admit_cross_script=0.6, admit_cjk=0.7)
+    across = admit(c[0], evidence_for(c, [], query_is_cjk=False), cfg=CFG, model=model)
+    assert (across.threshold, across.threshold_name) == (0.6, "admit_cross_script")
+    assert across.summary().startswith("evidence 0.50 < 0.60 cross-script — ")
+    assert across.summary().count("cross-script") == 1
+    within = admit(c[0], evidence_for(c, [], query_is_cjk=True), cfg=CFG, model=model)
+    assert (within.threshold, within.threshold_name) == (0.7, "admit_cjk")
+    assert within.summary().startswith("evidence 0.50 < 0.70 CJK — ")
+    assert within.to_dict()["threshold"] == 0.7 and within.to_dict()["threshold_name"] == "admit_cjk"
+    low = AdmissionModel(weights={}, bias=0.0, admit=0.3)
+    passed = admit(c[0], evidence_for(c, [], query_is_cjk=True), cfg=CFG, model=low)
+    assert passed.admitted and passed.summary().startswith("evidence 0.50 ≥ 0.30 — ")
+
+
 def test_a_latin_only_moment_of_a_chinese_memory_keeps_a_chinese_store_one_script():
     """A memory's script is its title's and text's together: a Chinese memory whose best moment is "iPhone 15 Pro
     Max" is not an English candidate of its own (it would stand first of its script and be weighed)."""
@@ -314,7 +331,8 @@ def _generous(brain_path):
 
     with Brain.open(brain_path / "probe") as b:
         key = b.admitter.model_key()
-    return {"retrieval": {"admission": {"models": {key: {"weights": {}, "bias": 10.0, "admit": 0.5}}}}}
+    weights = {"lexical": 0.0, "dense_z": 0.0, "cross_script": 0.0, "aligned": 0.0}  # read, shown, weigh nothing
+    return {"retrieval": {"admission": {"models": {key: {"weights": weights, "bias": 10.0, "admit": 0.5}}}}}
 
 
 def test_weather_dreams_and_context_only_moments_never_admit(tmp_path):
@@ -345,7 +363,9 @@ def test_the_direct_seed_gate_carries_the_evidence_and_the_debug_page_shows_it(t
     from ombre_brain import Brain
     from ombre_brain.server.app import create_app
 
-    with Brain.open(tmp_path / "d", _generous(tmp_path)) as b:
+    cfg = _generous(tmp_path)
+    cfg["retrieval"]["dictionary"] = False  # with it, sunrise→日出 would admit through the dictionary instead
+    with Brain.open(tmp_path / "d", cfg) as b:
         b.write(space="dbg:x", id="sea", title="一起去海边看日出")
         b.write(space="dbg:x", id="pork", title="周末做了红烧肉")
         Q = "do you remember watching the sunrise by the sea?"  # no word in common: only the score can admit
@@ -353,6 +373,8 @@ def test_the_direct_seed_gate_carries_the_evidence_and_the_debug_page_shows_it(t
         item = t.section("recalled_memory").items[0]
         ds = item.runtime_gate["direct_seed"]
         assert ds["reason"] == "admitted_evidence_above_threshold" and ds["evidence"] > 0.5
+        used = next(c.admission for c in t.debug["retrieval"].candidates if c.bucket.id == item.bucket_id)
+        assert ds["threshold"] == used.threshold and ds["threshold_name"] == used.threshold_name  # the number used
         assert set(ds["features"]) >= {"lexical", "dense_z", "cross_script"}
         client = create_app(b).test_client()
         data = client.get("/api/recall-debug", query_string={"space": "dbg:x", "q": Q}).get_json()

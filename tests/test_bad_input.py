@@ -177,7 +177,7 @@ def test_config_check_command_names_file_and_key_without_traceback(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ombre_brain.cli", "config", "check", str(path)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
-    assert r.stderr.startswith(f"ombre-brain: error: {path}: key 'gateway.skip_recent_rounds': ")
+    assert r.stderr.startswith(f"ombre-brain: error: {path}: line 2: key 'gateway.skip_recent_rounds': ")
     assert "Traceback" not in r.stderr + r.stdout
     ok = subprocess.run([sys.executable, "-m", "ombre_brain.cli", "config", "check"], capture_output=True,
                         text=True, timeout=60)

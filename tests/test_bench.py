@@ -109,3 +109,13 @@ def test_a_repeated_memory_is_deduplicated_and_its_edges_follow_the_kept_id(tmp_
         assert brain.store.count(SPACE) == 5
         assert link_edges(brain, edges, res.stored_as) == 1  # the self-loop through the duplicate is skipped
         assert [(e.from_id, e.to_id) for e in brain.edges(SPACE)] == [(items[1]["id"], items[2]["id"])]
+
+
+def test_bench_times_a_playground_replay_of_the_turns_it_records(capsys):
+    res = _run_json(capsys, ["bench", "--turns", "--buckets", "40", "--queries", "3", "--playground", "24", "--json"])
+    p = res["playground"]
+    assert p["turns"] == 24 and p["seconds"] > 0 and abs(p["per_turn_ms"] * 24 / 1000 - p["seconds"]) < 0.1
+    assert p["changed_keys"] == ["gateway.skip_recent_rounds", "gateway.budgets.recalled_memory"]
+    assert "playground" not in _run_json(capsys, ["bench", "--turns", "--buckets", "20", "--queries", "3", "--json"])
+    assert cli.main(["bench", "--buckets", "20", "--playground", "-1"]) == 2
+    assert "--playground must be 0" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""Conversation-aware recall (DESIGN §14): context in everywhere, planning and retrieval that hear it."""
+"""Conversation-aware recall (design §14): context in everywhere, planning and retrieval that hear it."""
 
 from __future__ import annotations
 

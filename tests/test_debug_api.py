@@ -50,11 +50,12 @@ def assert_explained(item: dict, where: str) -> None:
     assert isinstance(rg, dict) and set(rg) == RUNTIME_KEYS, f"{where}: runtime_gate keys {sorted(rg or {})}"
     for name in GATE_NAMES:
         g = rg[name]
-        extra = {"evidence", "features"} if name == "direct_seed" else set()  # the admission score, when weighed
+        # the admission score when weighed, with the threshold it was held against
+        extra = {"evidence", "features", "threshold", "threshold_name"} if name == "direct_seed" else set()
         assert {"allowed", "reason"} <= set(g) <= {"allowed", "reason"} | extra, (where, name, g)
         assert g["allowed"] in (True, False, None) and g["reason"], (where, name, g)
         if "evidence" in g:
-            assert 0 <= g["evidence"] <= 1 and set(g["features"]) == set(FEATURES.names), (where, g)
+            assert 0 <= g["evidence"] <= 1 and g["features"] and set(g["features"]) <= set(FEATURES.names), (where, g)
     assert rg["decision"] in ("injected", "suppressed") and rg["reason"], (where, rg)
 
 

@@ -21,12 +21,6 @@ def _injected(brain, session: str, query: str) -> tuple[list[str], str]:
     return [b for k in MEMORY for b in t.item_ids(k)], t.rendered
 
 
-NOT_YET = ("issue 15, not met: the sea memory ranks first for this question, but its evidence is 0.50 against the "
-           "cross-script threshold 0.63 (aligned beach→海边 0.62, trip→旅行 0.82); 7 of 14 English questions are "
-           "recalled. No offline encoder here separates these paraphrases from near misses (docs/benchmarks.md).")
-
-
-@pytest.mark.xfail(strict=True, reason=NOT_YET)
 def test_the_beach_trip_is_recalled_from_the_sea_memory(demo_brain):
     ids, rendered = _injected(demo_brain, "demo-beach", "do you remember the beach trip?")
     assert "sea_sunrise" in ids, rendered
@@ -38,7 +32,6 @@ def test_the_parrot_nobody_mentioned_stays_unknown(demo_brain):
     assert ids == [] and "UNKNOWN — no supporting memory found." in rendered
 
 
-@pytest.mark.xfail(strict=True, reason=NOT_YET)
 def test_english_questions_about_chinese_memories(demo_brain):
     missed = []
     for i, q in enumerate(DATA["questions"]):

@@ -1,4 +1,4 @@
-"""The facts contract (DESIGN §9): one test per rule, on a real SQLite ledger."""
+"""The facts contract (design §9): one test per rule, on a real SQLite ledger."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Property tests for the facts contract (DESIGN §9) over random edit sequences on real SQLite.
+"""Property tests for the facts contract (design §9) over random edit sequences on real SQLite.
 
 The oracle below tracks only what the test itself did (which values it wrote, under which
 role, which it confirmed, corrected, denied or forgot); the store's answers must agree with it.

@@ -1,4 +1,4 @@
-"""The runtime gates (DESIGN §5): each gate, and every reason code in REASONS."""
+"""The runtime gates (design §5): each gate, and every reason code in REASONS."""
 
 from __future__ import annotations
 
@@ -474,6 +474,11 @@ def _all_reasons(cfg) -> set[str]:
     cands_of = [
         lambda b: cand(b), lambda b: cand(b, admitted=False, reason="no_topic_evidence"),
         lambda b: cand(b, admitted=False, reason="weak_term_coverage"),
+        lambda b: cand(b, admitted=False, reason="said_in_conversation"),
+        lambda b: cand(b, admitted=False, reason="dictionary_conflict"),
+        lambda b: cand(b, admitted=False, reason="sensitive_unasked"),
+        lambda b: cand(b, reason="dictionary_match"),
+        lambda b: cand(b, reason="mentioned_in_title"),
         lambda b: cand(b, admitted=False, reason="context_only_match", section="affect_anchor"),
         lambda b: cand(b, reason="term_in_tags", matched=("haven_favorite",)),
         lambda b: cand(b, context_hits=("comment",)),
@@ -496,6 +501,7 @@ def _all_reasons(cfg) -> set[str]:
                         seen.add(G.related_target_gate(p, b, d, st, c, path_ok=path_ok).reason)
                     for ev in (True, False):
                         seen.add(G.recent_context_gate(p, b, d, st, c, has_topic_evidence=ev).reason)
+                        seen.add(G.recent_context_gate(p, b, d, st, c, has_topic_evidence=ev, carried=True).reason)
                     seen.add(G.weather_gate(p, b, d, st, c).reason)
                     seen.add(G.cooldown_gate(p, b.id, d, st, c).reason)
                     for stage in ("direct", "related", "recent", "favorite", "dream"):  # the registered entry's

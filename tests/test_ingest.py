@@ -190,7 +190,7 @@ def test_llm_extractor_writes_model_classified_buckets(llm_brain, standin):
 
 
 def test_an_exchange_repeating_a_stored_memory_joins_its_sources(llm_brain, standin):
-    """The extractor's guesses never overwrite, and never fail on, what is stored (DESIGN §10)."""
+    """The extractor's guesses never overwrite, and never fail on, what is stored (design §10)."""
     space = "haven:repeat"
     standin.extraction = EXTRACTION
     user = EXTRACTION["user"]

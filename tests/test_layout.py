@@ -212,7 +212,7 @@ def test_no_optional_capabilities_on_the_turn_path():
 
 
 def test_run_turn_reads_as_the_pipeline():
-    """DESIGN §2: plan -> candidates -> gates -> diffusion -> side sections -> render -> budget, one call each."""
+    """design §2: plan -> candidates -> gates -> diffusion -> side sections -> render -> budget, one call each."""
     tree = ast.parse(MODULES["ombre_brain.turn.pipeline"].read_text(encoding="utf-8"))
     fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "run_turn")
     nodes = sorted((n for n in ast.walk(fn) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset))
@@ -237,3 +237,19 @@ def test_pure_stages_import_no_io():
 def test_the_packaged_default_config_is_the_documented_copy():
     assert (PKG / "default.yaml").read_bytes() == (ROOT / "config" / "default.yaml").read_bytes(), (
         "ombre_brain/default.yaml and config/default.yaml differ: edit one, copy it to the other")
+
+
+def test_every_design_section_a_comment_cites_exists():
+    """Comments cite docs/design.md as ``design §N`` (or ``docs/design.md §N``): each N must be a section of it."""
+    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    sections = {int(m) for m in re.findall(r"^## (\d+)\. ", design, re.M)}
+    assert sections >= set(range(1, 21)), sorted(sections)
+    bad = []
+    for path in [*PKG.rglob("*.py"), *(ROOT / "tests").rglob("*.py")]:
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for m in re.finditer(r"(?:docs/design\.md|design)\s*§\s*(\d+)", line):
+                if int(m.group(1)) not in sections:
+                    bad.append(f"{path.relative_to(ROOT)}:{i} cites §{m.group(1)}")
+            if "DESIGN §" in line and path.name != "test_layout.py":
+                bad.append(f"{path.relative_to(ROOT)}:{i} cites DESIGN §, a document that is not in the repository")
+    assert not bad, bad

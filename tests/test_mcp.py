@@ -1,4 +1,4 @@
-"""The MCP server (DESIGN §15), driven by the official SDK's own client.
+"""The MCP server (design §15), driven by the official SDK's own client.
 
 End to end, twice: over stdio (``ombre-brain mcp``, a subprocess) and over streamable HTTP (``/mcp``
 of a live ``ombre-brain serve`` subprocess). Each transport runs one scenario on its own data

@@ -1,4 +1,4 @@
-"""Layer inference (DESIGN §4): one test per table row, and the precedence between signals."""
+"""Layer inference (design §4): one test per table row, and the precedence between signals."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Provenance on duplicates (DESIGN §10): one bucket keeps every source that wrote its text.
+"""Provenance on duplicates (design §10): one bucket keeps every source that wrote its text.
 
 On 0105570 a second source writing the same text got the old id back and its source was dropped,
 so purging that source deleted nothing; a duplicate carrying other ``pinned``/``importance`` values

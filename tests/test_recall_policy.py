@@ -1,4 +1,4 @@
-"""plan_query (DESIGN §5): normalising, cue matching, every plan field in Chinese and English."""
+"""plan_query (design §5): normalising, cue matching, every plan field in Chinese and English."""
 
 from __future__ import annotations
 

@@ -28,6 +28,14 @@ def injected(turn: dict) -> list[str]:
     return [i["bucket_id"] for s in (*turn["stable"], *turn["sections"]) for i in s["items"] if i["bucket_id"]]
 
 
+def ids_in(turn: dict, *keys: str) -> list[str]:
+    return [i["bucket_id"] for s in turn["sections"] if s["key"] in keys for i in s["items"] if i["bucket_id"]]
+
+
+def recalled(turn: dict) -> list[str]:
+    return ids_in(turn, "recalled_memory", "diffused_memory")
+
+
 def test_cooldown_survives_a_restart(brain_path):
     with Brain.open(brain_path, CONFIG) as brain:
         brain.write(space=SPACE, id="sea", title="一起去海边", tags=["海边"],
@@ -36,7 +44,8 @@ def test_cooldown_survives_a_restart(brain_path):
 
     with Brain.open(brain_path, CONFIG) as brain:  # a restart: new process state, same data directory
         turn = inject(brain, "s1")
-        assert "sea" not in injected(turn)
+        assert "sea" not in recalled(turn)  # the cooldown holds: not recalled again…
+        assert "sea" in ids_in(turn, "recent_context")  # …but carried, compact, while the talk is on it (§14)
         skipped = [s for s in turn["suppressed"] if s["bucket_id"] == "sea"]
         assert skipped and {s["reason"] for s in skipped} == {"skipped_recent_rounds"}
         assert skipped[0]["runtime_gate"]["cooldown"]["allowed"] is False

@@ -132,11 +132,17 @@ def test_debug_objects_and_injection_are_one_decision(brain):
     logged = brain.gateway.sessions.injections_log(SPACE, "one", 1)[0]
     returned = turn.to_dict()
     assert {k: logged[k] for k in returned} == returned
-    # the next turn in the session suppresses it, and says why, with the same gate object it explains
+    # the next turn in the session keeps it out of Recalled Memory (a cooldown stops repeats) and says why; as the
+    # conversation is still on it, it is carried in Recent Context, and explain() shows that very item's gate
     again = brain.turn(SPACE, "one", "五月天演唱会那天你还记得什么", now="2026-11-30T20:02:00+08:00")
     sup = next(s for s in again.suppressed if s.bucket_id == a)
-    assert sup.reason == "skipped_recent_rounds"
-    assert again.explain(a)["runtime_gate"] is sup.runtime_gate
+    assert sup.reason == "skipped_recent_rounds" and a not in again.item_ids("recalled_memory")
+    carried = next(i for s in again.sections for i in s.items if i.bucket_id == a)
+    assert again.explain(a)["runtime_gate"] is carried.runtime_gate
+    assert carried.runtime_gate["recent_context"]["reason"] == "carried_on_topic"
+    # and once the conversation moves on, it is not carried
+    moved = brain.turn(SPACE, "one", "今天午饭吃什么好", now="2026-11-30T20:03:00+08:00")
+    assert a not in moved.item_ids()
 
 
 def test_dry_run_writes_no_session_state(brain):

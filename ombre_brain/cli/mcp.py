@@ -1,4 +1,4 @@
-"""`mcp`: Ombre-Brain's tools over stdio, for Claude Desktop and any MCP client (DESIGN §15).
+"""`mcp`: Ombre-Brain's tools over stdio, for Claude Desktop and any MCP client (design §15).
 
 The same tools are served over streamable HTTP at ``/mcp`` by ``ombre-brain serve``. Over stdio,
 stdout carries the protocol, so nothing else may print there: logs go to stderr.

@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=8)
     p.set_defaults(func=serve.cmd_demo)
 
-    p = sub.add_parser("replay", help="run scenario files (DESIGN §11) and check their expectations")
+    p = sub.add_parser("replay", help="run scenario files (docs/design.md §11) and check their expectations")
     _common(p, data=False)
     p.add_argument("files", nargs="+", help="scenario YAML files or folders of them")
     p.add_argument("--json", action="store_true", help="print the output object instead of checking")
@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--context", type=int, default=0, metavar="N",
                    help="each turn hears the N messages before it (a sliding conversation)")
+    p.add_argument("--playground", type=int, default=0, metavar="N",
+                   help="also record N turns and time one policy-playground replay of them (docs/design.md §22)")
     p.add_argument("--keep", metavar="DIR", help="build the store in DIR and keep it; a later run with the same DIR, "
                    "size and seed reuses it and measures turns only")
     p.add_argument("--json", action="store_true")
@@ -117,8 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("calibrate", help="fit the admission evidence score on labelled sets and write an overlay")
     _common(p, data=False)
-    p.add_argument("--data", action="append", required=True, metavar="FILE",
+    p.add_argument("--data", action="append", default=[], metavar="FILE",
                    help="a labelled inject set (as for eval inject); repeatable")
+    p.add_argument("--conversations", action="append", default=[], metavar="FILE",
+                   help="labelled conversations (as for eval conversation), replayed as young stores; repeatable")
+    p.add_argument("--features", help="comma-separated admission features to fit (default: every registered one; "
+                   "`store_free`: those that read one candidate alone)")
     p.add_argument("--locomo", metavar="DIR", help="also fit on LoCoMo conversations (categories 1-4 positive)")
     p.add_argument("--out", metavar="YAML", help="write the fitted retrieval.admission as a config overlay here")
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds, grouped by memory (default 5)")

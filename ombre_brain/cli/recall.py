@@ -11,7 +11,8 @@ import yaml
 from ..config import load_config
 from ..errors import ValidationError
 from ..tools.bench import format_bench, plot_turn_p95, run_bench
-from ..tools.calibrate import calibrate, format_calibration, write_overlay
+from ..tools.bench_playground import bench_playground, format_playground
+from ..tools.calibrate import STORE_FREE, calibrate, format_calibration, write_overlay
 from ..tools.eval_conversation import eval_conversation, format_conversation
 from ..tools.eval_inject import eval_inject, format_inject
 from ..tools.eval_longmemeval import eval_longmemeval, format_longmemeval
@@ -106,8 +107,12 @@ def cmd_eval_longmemeval(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    _require_files(args.data)
-    res = calibrate(args.data, locomo=args.locomo, config=args.config, folds=args.folds)
+    _require_files([*args.data, *args.conversations])
+    features = None
+    if args.features:
+        features = STORE_FREE if args.features == "store_free" else [f.strip() for f in args.features.split(",")]
+    res = calibrate(args.data, locomo=args.locomo, config=args.config, folds=args.folds,
+                    conversations=args.conversations, features=features)
     if args.out:
         write_overlay(res, args.out)
     return _show(res, args.json, format_calibration)
@@ -120,9 +125,14 @@ def cmd_bench(args) -> int:
         raise ValidationError("result files are read only with --plot PNG")
     write = args.write or not args.turns
     turns = args.turns or not args.write
+    if args.playground < 0:
+        raise ValidationError("--playground must be 0 (off) or a number of turns to record and replay")
+    n = args.playground  # then: record n more turns and time one playground replay of them
+    then = (lambda brain: {"playground": bench_playground(brain, n, args.seed)}) if n else None
     res = run_bench(args.buckets, args.queries, seed=args.seed, write=write, turns=turns, config=args.config,
-                    data_dir=args.keep, context=args.context)
-    return _show(res, args.json, format_bench)
+                    data_dir=args.keep, context=args.context, then=then)
+    return _show(res, args.json, lambda r: format_bench(r) + (
+        "\n" + format_playground(r["playground"]) if "playground" in r else ""))
 
 
 def _plot(out: str, files: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""Debug JSON routes (DESIGN §8): why did this memory surface, or not?
+"""Debug JSON routes (design §8): why did this memory surface, or not?
 
 Each route that takes a query runs the real pipeline as a dry run (``brain.turn(...,
 dry_run=True)``: no round, cooldown, claim or log is written) and serialises that Turn

@@ -16,10 +16,11 @@ from typing import Any
 from ..buckets import Bucket, Moment
 from ..config import LAYER_NAMES, Config
 from ..memory_layers import infer_layer
-from ..recall_types import Edge
+from ..recall_types import Edge, evidence_verdict
 from ..turn.gate_table import GATES, build_runtime_gate
 from ..turn.gate_table import describe as describe_reason
 from ..turn.sections import Turn
+from ..turn.words import words
 
 describe = describe_reason  # one line for a reason code: the debug pages show it instead of the code
 
@@ -71,8 +72,11 @@ def gate_badges(runtime_gate: Mapping | None) -> list[dict]:
     for name in GATES.names:
         g = (runtime_gate or {}).get(name) or {"allowed": None, "reason": "not_applicable"}
         state = "na" if g.get("allowed") is None else ("allowed" if g["allowed"] else "refused")
+        number = None
+        if isinstance(g.get("evidence"), int | float):  # the score and the threshold the gate's verdict used
+            number = evidence_verdict(g["evidence"], g.get("threshold"), g.get("threshold_name"))
         out.append({"name": name, "allowed": g.get("allowed"), "reason": g.get("reason"), "state": state,
-                    "description": describe(g.get("reason"))})
+                    "description": describe(g.get("reason")), "number": number})
     return out
 
 
@@ -419,4 +423,11 @@ def turn_items(turn: Mapping) -> Iterable[tuple[str, dict]]:
 
 
 def layer_policy_table(cfg: Config) -> list[dict]:
-    return [{"layer": name, **cfg.layers[name].to_dict()} for name in LAYER_NAMES if name in cfg.layers]
+    """Each layer's policy row, each value with its words beside it (``<field>_words``)."""
+    rows = []
+    for name in LAYER_NAMES:
+        if name in cfg.layers:
+            row = cfg.layers[name].to_dict()
+            rows.append({"layer": name, "layer_words": words(name, "layer"), **row,
+                         **{f"{k}_words": words(v, k) for k, v in row.items() if isinstance(v, str)}})
+    return rows

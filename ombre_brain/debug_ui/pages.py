@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, render_template, request, url_for
+from flask import Blueprint, Response, render_template, request, url_for
 
 from ..errors import AuthError, NotFoundError, OmbreError
 from ..turn.sections import DYNAMIC_ORDER, STABLE_ORDER
 from ..web import authorize_space, current_scope, get_brain, int_arg, str_arg
 from . import debug_views as V
+from . import playground as P
 from .api_debug import breath_data, diffusion_data, injections_data, moments_data, recall_debug_data
 
 bp = Blueprint("debug_pages", __name__, url_prefix="/debug", template_folder="templates",
@@ -65,7 +66,7 @@ def _debug_link(endpoint: str, **params: Any) -> str:
 
 @bp.context_processor
 def _helpers() -> dict:
-    return {"link": link, "gate_badges": V.gate_badges, "describe": V.describe, "token": _token(),
+    return {"link": link, "gate_badges": V.gate_badges, "describe": V.describe, "words": V.words, "token": _token(),
             "turn_items": lambda turn: list(V.turn_items(turn))}
 
 
@@ -157,6 +158,23 @@ def injections():
     data = injections_data(space, session, int_arg("limit", 20, 1, 500))
     return render_template("injections.html", space=space, spaces=spaces, q="", session=session or "", data=data,
                            page="injections")
+
+
+@bp.get("/playground")
+def playground():
+    """The policy playground: edit the serving policy as YAML, replay turns under it, keep it as an overlay."""
+    space, spaces = _page_space()
+    return render_template("playground.html", space=space, spaces=spaces, q="", session="", data=P.info(space),
+                           page="playground")
+
+
+@bp.post("/playground/overlay")
+def playground_overlay():
+    """The draft as an overlay file, for the page's plain download form (a form cannot send the token header)."""
+    space, _spaces = _page_space()
+    name, text = P.keep_overlay(space, request.form.get("policy"))
+    return Response(text, mimetype="application/yaml",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
 @bp.get("/layers")

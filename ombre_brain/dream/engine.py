@@ -1,4 +1,4 @@
-"""The dream engine: dreams from recent material, resonance, surfacing once, rings (DESIGN §4, issue 6).
+"""The dream engine: dreams from recent material, resonance, surfacing once, rings (design §4, issue 6).
 
 A dream lives through three calls, one method each:
 

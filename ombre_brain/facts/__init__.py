@@ -1,4 +1,4 @@
-"""Facts: the current truth about a user, as records with immutable revisions (DESIGN §9).
+"""Facts: the current truth about a user, as records with immutable revisions (design §9).
 
 Pure modules: ``model`` (evidence validation), ``timeline`` (what a record says when),
 ``plan`` (the write rules), ``select`` (conditions, budgets, rendering); I/O: ``store``

@@ -1,4 +1,4 @@
-"""Evidence bodies for the facts contract (DESIGN §9): parsing, validation, identity. Pure.
+"""Evidence bodies for the facts contract (design §9): parsing, validation, identity. Pure.
 
 Everything a client sends is checked here before any SQLite work starts, so a malformed
 batch is refused with the field it got wrong and never half-applied.

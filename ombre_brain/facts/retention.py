@@ -1,4 +1,4 @@
-"""Forgetting facts (DESIGN §10): suppress sources, drop their support, scrub what only they held.
+"""Forgetting facts (design §10): suppress sources, drop their support, scrub what only they held.
 
 Revisions stay in place so the history keeps its shape and an older value never resurfaces,
 but a forgotten revision's value, text and confidence are erased and no read returns it.

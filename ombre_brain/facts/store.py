@@ -1,4 +1,4 @@
-"""FactsStore: the facts contract (DESIGN §9) on the ledger (SQLite or PostgreSQL).
+"""FactsStore: the facts contract (design §9) on the ledger (SQLite or PostgreSQL).
 
 Rules live in the pure modules (``model``, ``plan``, ``timeline``, ``select``); this module
 only loads records, runs them and writes the outcome, one serial write transaction per
@@ -301,7 +301,7 @@ class FactsStore:
         with self._snapshot() as conn:
             return feed.changes(conn, space, cursor, limit)
 
-    # ------------------------------------------------------------ forgetting (DESIGN §10)
+    # ------------------------------------------------------------ forgetting (design §10)
 
     def source_digest(self, space: str, producer: str, event_id: str, revision: int | str | None = None,
                       fragment: str | None = None) -> str:

@@ -1,4 +1,4 @@
-"""Resolve one record's append-only revisions into what is true when (DESIGN §9). Pure.
+"""Resolve one record's append-only revisions into what is true when (design §9). Pure.
 
 Revisions never change; everything a reader sees is derived here from the whole log:
 

@@ -1,4 +1,4 @@
-"""Forgetting (DESIGN §10): purge with signed receipts, and suppression of purged sources.
+"""Forgetting (design §10): purge with signed receipts, and suppression of purged sources.
 
 A purge names its target (bucket ids, a source identity, or a whole space) and removes
 everything derived from it: buckets with their moments in Chroma and the lexical index, their
@@ -303,7 +303,7 @@ class Forgetter:
         kid, secret = next(iter(secret_for.items())) if secret_for else signing_key(self.config, self.data_dir)
         payload = {"typ": receipts.RECEIPT_TYPE, "kid": kid, "purge_id": purge_id, "space": space,
                    "target": target, "deleted": deleted, "at": row["at"]}
-        if "source" in target:  # which buckets lost only this source's claim and stay (DESIGN §10)
+        if "source" in target:  # which buckets lost only this source's claim and stay (design §10)
             payload["released"] = plan.released
         receipt = receipts.make_receipt(payload, secret)
         with self.ledger.tx() as c:

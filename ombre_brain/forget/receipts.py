@@ -1,4 +1,4 @@
-"""Purge receipts: canonical JSON, HMAC-SHA256, base64url without padding (DESIGN §10).
+"""Purge receipts: canonical JSON, HMAC-SHA256, base64url without padding (design §10).
 
 Pure functions, no I/O, so that anyone holding the key can check a receipt with a few lines
 of any language: canonicalise the payload (sorted keys, no whitespace, UTF-8), HMAC it with

@@ -3,7 +3,7 @@
 The proxy only enqueues (one insert keyed by a hash of the exchange, ignored when known), so the live
 chat never waits for or fails because of writing, and replaying an exchange is a no-op. The
 worker runs the write path (:class:`~ombre_brain.writing.writer.Writer`: the write decision, then the
-writes; DESIGN §7). ``Brain.ingest_exchange`` runs the very same job in the caller's thread
+writes; design §7). ``Brain.ingest_exchange`` runs the very same job in the caller's thread
 (:meth:`IngestQueue.ingest_now`). Bucket ids derive from the job id, so a crash after writing but
 before marking the job done cannot duplicate memory on retry. Failures back off exponentially, then
 dead-letter.

@@ -2,6 +2,13 @@
 
 Cooldowns and re-entry only mean something if they survive a restart, so every turn's
 bookkeeping is one ledger transaction. Dry runs (debug routes) read but never write here.
+
+Each logged turn also keeps what a replay of it needs (the policy playground, docs/design.md §22):
+the conversation the turn heard and the session state it met (round, what was injected when, the
+space's last turn, when Recent Context last fired), in the row's ``replay`` column. It lives and dies
+with its turn: the last ``gateway.injection_log_size`` turns of a session are kept, and a purge that
+removes a turn removes it in the same statement; a purged bucket is also taken out of the state of the
+turns that stay (the transaction that drops the turns that mention it).
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ CREATE TABLE IF NOT EXISTS turn_log (
 );
 CREATE INDEX IF NOT EXISTS turn_log_space ON turn_log(space, session, seq);
 """
+REPLAY_VERSION = 1
 
 
 _dt = parse_iso
@@ -65,7 +73,37 @@ def _chunks(items: list, n: int) -> Iterator[list]:
 
 
 def ensure_tables(ledger: Ledger) -> None:
-    ledger.ensure_schema("sessions", SCHEMA)
+    ledger.ensure_schema("sessions", SCHEMA, _add_replay)
+
+
+def _add_replay(ledger: Ledger, c) -> None:
+    """Logged turns keep their replay record (JSON ``{v, context, state}``) in a ``replay`` column; a turn logged
+    before it existed has none. Idempotent: a ledger that recorded no schema versions runs every step again."""
+    if "replay" not in ledger.columns(c, "turn_log"):
+        ledger.run_ddl(c, "ALTER TABLE turn_log ADD COLUMN replay TEXT")
+
+
+def state_to_json(state: SessionState) -> dict:
+    """The session state a turn met, as the turn log keeps it for a replay."""
+    return {"round": state.round, "injected": {b: [r, at] for b, (r, at) in sorted(state.injected.items())},
+            "shown_in": dict(sorted(state.shown_in.items())),
+            "last_seen": state.last_seen.isoformat() if state.last_seen else None,
+            "recent_context_fired_at": (state.recent_context_fired_at.isoformat()
+                                        if state.recent_context_fired_at else None)}
+
+
+def state_from_json(data: dict, *, space: str, session: str, now: datetime) -> SessionState:
+    """A recorded state back as the SessionState the gates read, for a dry run at ``now``."""
+    return SessionState(space=space, session=session, now=now, round=int(data.get("round") or 1),
+                        injected={b: (int(r), str(at)) for b, (r, at) in (data.get("injected") or {}).items()},
+                        shown_in={str(b): str(k) for b, k in (data.get("shown_in") or {}).items()},
+                        last_seen=_dt(data.get("last_seen")),
+                        recent_context_fired_at=_dt(data.get("recent_context_fired_at")), dry_run=True)
+
+
+def replay_json(state: SessionState, context: Iterable) -> str:
+    messages = [m.to_dict() if hasattr(m, "to_dict") else dict(m) for m in context]
+    return json.dumps({"v": REPLAY_VERSION, "context": messages, "state": state_to_json(state)}, ensure_ascii=False)
 
 
 class SessionStore:
@@ -79,19 +117,21 @@ class SessionStore:
         """The session's round, what it was shown and when the space was last seen: one statement
         (one row per injected item, or one row of NULLs for a new session)."""
         rows = self.ledger.query(
-            "SELECT s.round, s.recent_fired_at, st.last_seen, i.bucket_id, i.round AS shown_round, i.at "
+            "SELECT s.round, s.recent_fired_at, st.last_seen, i.bucket_id, i.round AS shown_round, i.at, i.section "
             "FROM (SELECT 1 AS one) k LEFT JOIN sessions s ON s.space = ? AND s.session = ? "
             "LEFT JOIN space_state st ON st.space = ? LEFT JOIN injections i ON i.space = ? AND i.session = ?",
             (space, session, space, space, session))
         first = rows[0]
         injected = {r["bucket_id"]: (r["shown_round"], r["at"]) for r in rows if r["bucket_id"] is not None}
+        shown_in = {r["bucket_id"]: r["section"] for r in rows if r["bucket_id"] is not None}
         return SessionState(
             space=space, session=session, now=now, round=(first["round"] or 0) + 1, injected=injected,
+            shown_in=shown_in,
             last_seen=_dt(first["last_seen"]), recent_context_fired_at=_dt(first["recent_fired_at"]), dry_run=dry_run)
 
     def record(self, state: SessionState, injected: Iterable[tuple[str, str]], *, recent_fired: bool,
-               turn: dict, mentioned: Iterable[str]) -> None:
-        """Advance the round, remember what was injected, and log the turn, atomically.
+               turn: dict, mentioned: Iterable[str], context: Iterable = ()) -> None:
+        """Advance the round, remember what was injected, and log the turn with its replay record, atomically.
 
         The caller holds the session's turn lock (``Brain.turn``), so the session's rows need no more;
         it is bookkeeping, so a database crash may lose the last fraction of a second of it (durable=False).
@@ -113,9 +153,9 @@ class SessionStore:
             c.execute("INSERT INTO space_state(space, last_seen) VALUES (?, ?) ON CONFLICT(space) DO UPDATE SET "
                       "last_seen = CASE WHEN space_state.last_seen > excluded.last_seen THEN space_state.last_seen "
                       "ELSE excluded.last_seen END", (state.space, now))
-            c.execute("INSERT INTO turn_log(space, session, at, bucket_ids, turn) VALUES (?,?,?,?,?)",
+            c.execute("INSERT INTO turn_log(space, session, at, bucket_ids, turn, replay) VALUES (?,?,?,?,?,?)",
                       (state.space, state.session, now, " ".join(sorted(set(mentioned))),
-                       json.dumps(turn, ensure_ascii=False)))
+                       json.dumps(turn, ensure_ascii=False), replay_json(state, context)))
             c.execute("DELETE FROM turn_log WHERE space = ? AND session = ? AND seq NOT IN (SELECT seq FROM turn_log "
                       "WHERE space = ? AND session = ? ORDER BY seq DESC LIMIT ?)",
                       (state.space, state.session, state.space, state.session, self.log_size))
@@ -129,6 +169,22 @@ class SessionStore:
                                      (space, limit))
         return [json.loads(r["turn"]) for r in rows]
 
+    def replay_log(self, space: str, limit: int) -> list[dict]:
+        """The space's last ``limit`` logged turns, oldest first: ``{seq, session, at, turn, replay}`` (``replay``
+        None for a turn logged before replay records were kept). Read for one space only: a replay of one space
+        never sees another's turns."""
+        rows = self.ledger.query("SELECT seq, session, at, turn, replay FROM turn_log WHERE space = ? "
+                                 "ORDER BY seq DESC LIMIT ?", (space, limit))
+        return [{"seq": r["seq"], "session": r["session"], "at": r["at"], "turn": json.loads(r["turn"]),
+                 "replay": json.loads(r["replay"]) if r["replay"] else None} for r in reversed(rows)]
+
+    def logged_turns(self, space: str) -> dict:
+        """How many turns the log keeps for the space, how many of them can be replayed, and over how many sessions."""
+        row = self.ledger.one("SELECT COUNT(*) AS n, COUNT(replay) AS replayable, COUNT(DISTINCT session) AS sessions "
+                              "FROM turn_log WHERE space = ?", (space,))
+        return {"turns": int(row["n"]), "replayable": int(row["replayable"]), "sessions": int(row["sessions"]),
+                "per_session": self.log_size}
+
     def sessions(self, space: str) -> list[dict]:
         return [dict(r) for r in self.ledger.query(
             "SELECT session, round, last_seen FROM sessions WHERE space = ? ORDER BY last_seen DESC", (space,))]
@@ -139,7 +195,8 @@ class SessionStore:
             "ORDER BY at DESC LIMIT ?", (space, bucket_id, limit))]
 
     def forget_buckets(self, space: str, bucket_ids: Iterable[str]) -> int:
-        """Drop injection history and logged turns that mention purged buckets."""
+        """Drop injection history and logged turns that mention purged buckets (their replay records with them),
+        and take the buckets out of the session state the remaining turns' replay records hold."""
         ids = list(bucket_ids)
         n = 0
         with self.ledger.tx() as c:
@@ -147,19 +204,36 @@ class SessionStore:
                 n += c.execute("DELETE FROM injections WHERE space = ? AND bucket_id = ?", (space, bid)).rowcount
                 n += c.execute("DELETE FROM turn_log WHERE space = ? AND (' ' || bucket_ids || ' ') LIKE ?",
                                (space, f"% {bid} %")).rowcount
+            gone = set(ids)
+            for chunk in _chunks(ids, 200):  # a turn met the bucket's cooldown: the state it met forgets the bucket
+                like = " OR ".join("replay LIKE ?" for _ in chunk)
+                rows = c.execute(f"SELECT seq, replay FROM turn_log WHERE space = ? AND ({like})",
+                                 (space, *(f'%{json.dumps(b)}%' for b in chunk))).fetchall()
+                for row in rows:
+                    record = json.loads(row["replay"])
+                    injected = record.get("state", {}).get("injected") or {}
+                    shown_in = record.get("state", {}).get("shown_in") or {}
+                    if gone & (set(injected) | set(shown_in)):
+                        record["state"]["injected"] = {b: v for b, v in injected.items() if b not in gone}
+                        record["state"]["shown_in"] = {b: v for b, v in shown_in.items() if b not in gone}
+                        c.execute("UPDATE turn_log SET replay = ? WHERE seq = ?",
+                                  (json.dumps(record, ensure_ascii=False), row["seq"]))
+                        n += 1
         return n
 
     def forget_terms(self, space: str, terms: Sequence[str]) -> int:
-        """Drop logged turns whose query or answer holds any of these words (a purge's forgotten text).
+        """Drop logged turns whose query, answer or heard conversation holds any of these words (a purge's
+        forgotten text).
 
-        The logged TURN is folded the way the tokenizer folds text (NFKC, lower case) and searched
-        for each word, so a query typed before the memory existed, or the message the memory was
-        written from, goes too.
+        The logged TURN and its replay record are folded the way the tokenizer folds text (NFKC, lower case)
+        and searched for each word, so a query typed before the memory existed, or the message the memory
+        was written from, goes too.
         """
         if not terms:
             return 0
-        hits = [r["seq"] for r in self.ledger.query("SELECT seq, turn FROM turn_log WHERE space = ?", (space,))
-                if holds_any(r["turn"], terms)]
+        rows = self.ledger.query("SELECT seq, turn, replay FROM turn_log WHERE space = ?", (space,))
+        hits = [r["seq"] for r in rows
+                if holds_any(r["turn"], terms) or (r["replay"] and holds_any(r["replay"], terms))]
         with self.ledger.tx() as c:
             for chunk in _chunks(hits, 500):
                 c.execute(f"DELETE FROM turn_log WHERE seq IN ({','.join('?' * len(chunk))})", chunk)

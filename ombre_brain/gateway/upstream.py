@@ -1,4 +1,4 @@
-"""A small client for the OpenAI-compatible upstream LLM (DESIGN §8).
+"""A small client for the OpenAI-compatible upstream LLM (design §8).
 
 Both the chat proxy and the LLM extractor go through it, so timeouts, retries and the API key
 come from one place (`upstream.*` in config).

@@ -1,4 +1,4 @@
-"""Anchors: the few memories marked as coordinates, with Ombre-Brain's hard cap of 24 per space (DESIGN §19).
+"""Anchors: the few memories marked as coordinates, with Ombre-Brain's hard cap of 24 per space (design §19).
 
 An anchor is the ``anchor`` flag on an existing memory, set by ``anchor(bucket_id)`` and cleared
 by ``release(bucket_id)`` (or ``trace(anchor=…)``, which passes the same cap). It is a choice

@@ -1,4 +1,4 @@
-"""Does a later memory say that a plan happened? The closure rule, in words a reader can check (DESIGN §19).
+"""Does a later memory say that a plan happened? The closure rule, in words a reader can check (design §19).
 
 Ombre-Brain asks an LLM (after a vector prefilter) whether a new memory closes a plan. Here the
 decision is a rule over the words, so it is the same every time, costs nothing, and its reason

@@ -1,4 +1,4 @@
-"""The fields a letter, a plan or a self entry carries in ``Bucket.kind_fields``, validated at the door (DESIGN §3).
+"""The fields a letter, a plan or a self entry carries in ``Bucket.kind_fields``, validated at the door (design §3).
 
 ``Bucket.kind_fields`` is ``None`` for an ordinary memory, else ``{"<kind>": {...fields}}`` with exactly
 one key. The key must fit the bucket's ``type``:

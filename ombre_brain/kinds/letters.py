@@ -1,4 +1,4 @@
-"""A letter's lock: which side holds it, when it opens, and what everyone else sees meanwhile (DESIGN §19).
+"""A letter's lock: which side holds it, when it opens, and what everyone else sees meanwhile (design §19).
 
 As in Ombre-Brain, a letter has a ``lock_type`` (``none``, ``timed`` until ``unlock_at``, or
 ``permanent``) and the lock belongs to a **side**: ``companion`` (whoever writes through MCP,

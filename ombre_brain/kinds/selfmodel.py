@@ -1,4 +1,4 @@
-"""The self-model (Ombre-Brain's ``I``): what the companion comes to know about itself, slowly (DESIGN §19).
+"""The self-model (Ombre-Brain's ``I``): what the companion comes to know about itself, slowly (design §19).
 
 ``I`` is sediment, not a diary. A thought about itself ("我觉得…") is first an **ordinary
 memory**, a candidate: a dynamic bucket with ``kind_fields.self.stage: candidate``. It is recalled,

@@ -1,4 +1,4 @@
-"""The MCP server (DESIGN §15, §19): Ombre-Brain's sixteen tool names over stdio and streamable HTTP.
+"""The MCP server (design §15, §19): Ombre-Brain's sixteen tool names over stdio and streamable HTTP.
 
 Existing Ombre-Brain users keep the tools their prompts are built on, with its parameter names,
 while each tool calls the Brain (its methods, or its ``letters``, ``plans``, ``anchors`` and
@@ -8,7 +8,7 @@ while each tool calls the Brain (its methods, or its ``letters``, ``plans``, ``a
 - :mod:`.registry`  the ``@tool`` registry; :mod:`.tools` lists the tool modules in the order clients see them
 - :mod:`.recall`    ``breath`` and ``breath_search``: dry-run turns; :mod:`.exact`: quoted phrases, literally
 - :mod:`.advanced`  ``breath_advanced``: feel notes, importance, catalog, filtered search, feeling
-- :mod:`.write`     ``hold`` and ``grow``: Ombre-Brain's arguments as DESIGN §3 fields
+- :mod:`.write`     ``hold`` and ``grow``: Ombre-Brain's arguments as design §3 fields
 - :mod:`.split`     how ``grow`` cuts a longer text, by rules or with the upstream LLM
 - :mod:`.source`    ``source_read``: a memory's source lines
 - :mod:`.trace`     ``trace``: edit, archive, restore, reinforce, link or purge one memory; a plan's status

@@ -1,4 +1,4 @@
-"""Who may use which space through MCP, with the HTTP API's own token rules (DESIGN §8, §15).
+"""Who may use which space through MCP, with the HTTP API's own token rules (design §8, §15).
 
 Over HTTP, ``/mcp`` checks the bearer token exactly as every ``/v1`` route does
 (:func:`ombre_brain.web.current_scope`) before the MCP app sees the request, and hands

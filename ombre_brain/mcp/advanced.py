@@ -1,4 +1,4 @@
-"""``breath_advanced``: breath's full form, with every parameter Ombre-Brain's single ``breath`` had (DESIGN §19).
+"""``breath_advanced``: breath's full form, with every parameter Ombre-Brain's single ``breath`` had (design §19).
 
 One entry, five modes, decided in Ombre-Brain's order:
 

@@ -1,4 +1,4 @@
-"""``anchor`` and ``release``: mark an existing memory as a coordinate, or let it go (DESIGN §19).
+"""``anchor`` and ``release``: mark an existing memory as a coordinate, or let it go (design §19).
 
 An anchor does not surface unasked (not in ``breath()``, not in automatic Recent Context) but
 search finds it; a space holds at most 24 (Ombre-Brain's hard cap), and the 25th is a tool error

@@ -1,4 +1,4 @@
-"""Exact search: a quoted phrase in ``breath_search`` matches literally (DESIGN §19).
+"""Exact search: a quoted phrase in ``breath_search`` matches literally (design §19).
 
 ``breath_search(query='"给妈妈打电话"')`` lists the memories whose title, body or comments hold
 every quoted phrase character for character (Latin letters compared without case), ranked by

@@ -1,4 +1,4 @@
-"""``letter_write``, ``letter_read``, ``letter_lock_update``: letters under a side's lock (DESIGN §19).
+"""``letter_write``, ``letter_read``, ``letter_lock_update``: letters under a side's lock (design §19).
 
 MCP is the companion's channel: every letter written here is locked (when locked) by the
 ``companion``, and every read is the companion's, whatever ``author`` says (a signature only). A

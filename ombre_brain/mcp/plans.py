@@ -1,4 +1,4 @@
-"""``plan``: file a promise or a to-do (DESIGN §19).
+"""``plan``: file a promise or a to-do (design §19).
 
 A plan never decays and never surfaces in recall or ``breath()``; ``dream()`` lists the active
 ones at its end. A later memory that says it happened closes it (``hold``, ``grow`` and the chat

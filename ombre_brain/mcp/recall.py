@@ -1,4 +1,4 @@
-"""``breath`` and ``breath_search``: reading a space through the turn pipeline (DESIGN §15).
+"""``breath`` and ``breath_search``: reading a space through the turn pipeline (design §15).
 
 Both are **dry runs**: they read the session (the MCP session, ``mcp:<id>``) but record nothing
 — no round, no cooldown, no dream claim. That is how ``breath_search`` ignores cooldowns: a
@@ -124,7 +124,7 @@ def breath_search(
     wanted, _rest = phrases(query)
     if wanted:
         return _exact(call, space, query, wanted, domain, date_from, date_to, max_results)
-    heard = list(context_messages(context)) if context else None  # DESIGN §14: the conversation before the query
+    heard = list(context_messages(context)) if context else None  # design §14: the conversation before the query
     turn = brain.turn(space, call.access.session, query, context=heard, dry_run=True)
     keep = _filter(brain, space, turn, domain, date_from, date_to)
     text, data = turn_view(turn, call.config, keep=keep, limit=max_results or call.config.mcp.search_max_results)

@@ -1,4 +1,4 @@
-"""``I``: the self-model, written slowly (DESIGN §19; the rules are :mod:`ombre_brain.kinds.selfmodel`).
+"""``I``: the self-model, written slowly (design §19; the rules are :mod:`ombre_brain.kinds.selfmodel`).
 
 ``I(content)`` writes a candidate, an ordinary memory about yourself ("我觉得…"); each ``dream()``
 shows it and records the day; ``I(promote=id)`` makes it a formal entry once it was seen on three

@@ -1,4 +1,4 @@
-"""``source_read``: the words a memory was filed from, checked line by line (DESIGN §19).
+"""``source_read``: the words a memory was filed from, checked line by line (design §19).
 
 Only ``grow(content=…, items=[{…, "source_ranges": [[start, end]]}])`` keeps source evidence:
 ``content`` is stored once as a source record (never injected, never recalled) and each item

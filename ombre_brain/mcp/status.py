@@ -1,4 +1,4 @@
-"""``dream`` and ``pulse``: the dream engine, and a report on a space (DESIGN §15, §19).
+"""``dream`` and ``pulse``: the dream engine, and a report on a space (design §15, §19).
 
 ``dream`` runs the dream engine (over ``window_hours`` when given), then, as Ombre-Brain's dream
 does, shows the self-model candidates still settling (recording today's UTC date on each one

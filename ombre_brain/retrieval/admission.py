@@ -1,4 +1,4 @@
-"""Admission: may a candidate become a direct hit? One calibrated evidence score (DESIGN §13).
+"""Admission: may a candidate become a direct hit? One calibrated evidence score (design §13).
 
 Ranking puts the right memory first; admission decides whether the companion sees it. For every
 weighed candidate a small feature vector is computed from what the turn already has: lexical
@@ -36,7 +36,7 @@ from .terms import term_weight
 
 __all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admit", "asked_terms",
            "bucket_is_cjk", "candidate_features", "clear_cache", "discriminative_terms", "evidence_of",
-           "lexical_admits", "memory_is_cjk", "query_evidence", "script_ranks", "threshold_for"]
+           "lexical_admits", "memory_is_cjk", "query_evidence", "script_ranks", "threshold_for", "threshold_named"]
 
 MIN_BACKGROUND_STD = 0.01
 MIN_SCRIPT_BACKGROUND = 8  # sampled memories a script needs for a background of its own
@@ -80,7 +80,7 @@ def discriminative_terms(terms: Sequence[str], *, idf: Callable[[str], float], c
     return _query_terms(terms, idf=idf, cfg=cfg, keep_unseen=False)
 
 
-def _found(term: str, text: str) -> bool:
+def found(term: str, text: str) -> bool:
     """Case-insensitive substring; a Latin term must start at a word start (parrot~parrots, not cat~educate)."""
     if CJK_RE.search(term):
         return term in text
@@ -168,6 +168,11 @@ def _admissible(title: str, summary: str, tags: tuple[str, ...], body: str) -> t
             ("body", main_text_of(body).casefold()))
 
 
+def admissible_texts(b: Any) -> tuple[tuple[str, str], ...]:
+    """(field, case-folded text) of the fields topic evidence may use: title, summary, tags, main body."""
+    return _admissible(b.title, b.summary or "", b.tags, b.body)
+
+
 def clear_cache() -> None:
     """Forget the case-folded memory texts (they quote memories; a purge calls this)."""
     _admissible.cache_clear()
@@ -180,7 +185,7 @@ def lexical_match(candidate: Candidate, asked: AskedTerms) -> tuple[tuple[str, .
     first: str | None = None
     for name, low in _admissible(b.title, b.summary or "", b.tags, b.body):
         for t in asked.terms:
-            if _found(t, low):
+            if found(t, low):
                 first = first or name
                 if t not in matched:
                     matched.append(t)
@@ -261,10 +266,16 @@ class QueryEvidence:
     aligned: Mapping[str, Alignment] = dataclasses.field(default_factory=dict)  # bucket -> word alignment
     cjk: Mapping[str, bool] = dataclasses.field(default_factory=dict)  # bucket -> written in CJK (memory_is_cjk)
     script_rank: Mapping[str, int] = dataclasses.field(default_factory=dict)  # bucket -> rank in its script
+    said: frozenset[str] = frozenset()  # buckets whose words are in the conversation the turn hears (said_in)
+    standing: Any = None          # the query's standing against the reference background (e5), or None
+    use_standing: Any = None      # the same for the second opinion (USE), or None
+    lookup: bool = False          # the message asks about the user's past (a lookup), not a statement
+    dictionary: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # bucket -> DictEvidence
+    things: tuple[str, ...] = ()  # a statement's key terms that name things (route 2c, retrieval/mention.py)
 
     def weighs(self, c: Candidate, max_rank: int) -> bool:
         """Is this candidate weighed for admission: among the ``max_rank`` best of those written in its script?"""
-        return self.script_rank.get(c.bucket.id, c.rank) <= max_rank
+        return c.bucket.id not in self.said and self.script_rank.get(c.bucket.id, c.rank) <= max_rank
 
     def same_script(self, values: Mapping[str, float], bid: str) -> list[float]:
         """The other candidates' values among those written in this candidate's script, best first."""
@@ -278,7 +289,18 @@ def memory_is_cjk(c: Candidate) -> bool:
     return bucket_is_cjk(c.bucket)
 
 
-def script_ranks(cands: Sequence[Candidate], cjk: Mapping[str, bool] | None = None) -> dict[str, int]:
+def said_in(c: Candidate, heard: Sequence[str]) -> bool:
+    """Is this memory's text in the conversation the turn hears (its words were said a few messages ago)?
+
+    The prompt already holds those messages, so recalling the memory made from them says nothing new, and
+    it would crowd out what the message asks about: the write decision stores a chat's statements as they
+    come, and the next message is often about something else."""
+    text = " ".join((c.bucket.main_text or c.bucket.title).split())
+    return bool(text) and any(text in " ".join(h.split()) for h in heard)
+
+
+def script_ranks(cands: Sequence[Candidate], cjk: Mapping[str, bool] | None = None,
+                 skip: frozenset[str] = frozenset()) -> dict[str, int]:
     """Each candidate's rank, in fused order, among the candidates written in its script.
 
     Admission weighs the best ``retrieval.admission.max_rank`` of each script: in a store that mixes scripts, a
@@ -289,6 +311,8 @@ def script_ranks(cands: Sequence[Candidate], cjk: Mapping[str, bool] | None = No
     seen = {True: 0, False: 0}
     out = {}
     for c in sorted(cands, key=lambda c: c.rank):
+        if c.bucket.id in skip:  # said in the conversation: never weighed, so it takes no one's place
+            continue
         script = cjk[c.bucket.id] if cjk is not None else memory_is_cjk(c)
         seen[script] += 1
         out[c.bucket.id] = seen[script]
@@ -305,7 +329,9 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
                    exact: Mapping[str, float] | None = None,
                    second: Mapping[str, tuple[float, float]] | None = None,
                    aligned: Mapping[str, Alignment] | None = None,
-                   cjk: Mapping[str, bool] | None = None) -> QueryEvidence:
+                   cjk: Mapping[str, bool] | None = None, standing: Any = None, use_standing: Any = None,
+                   lookup: bool = False, heard: Sequence[str] = (),
+                   dictionary: Mapping[str, Any] | None = None, things: Sequence[str] = ()) -> QueryEvidence:
     """Per query: each candidate's content cosine and its rank in each channel.
 
     ``exact`` gives cosines computed from stored vectors for candidates dense search did not return;
@@ -313,6 +339,7 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
     The dense rank counts only candidates written in the same script (see :class:`Background`); ``cjk`` gives
     each candidate's :func:`memory_is_cjk` when the caller has it.
     """
+    said = frozenset(c.bucket.id for c in cands if heard and said_in(c, heard))
     found = {c.bucket.id: content_cosine(c) for c in cands}
     found.update({b: v for b, v in (exact or {}).items() if found.get(b) is None})
     floor = min((v for v in found.values() if v is not None),
@@ -328,7 +355,9 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
     lexical = sorted((b for b, s in lex_scores.items() if s > 0), key=lambda b: (-lex_scores[b], b))
     return QueryEvidence(asked, query_is_cjk, background, cosines, dense_rank,
                          {b: i for i, b in enumerate(lexical, 1)}, cjk_capable=cjk_capable, second=dict(second or {}),
-                         aligned=dict(aligned or {}), cjk=cjk, script_rank=script_ranks(cands, cjk))
+                         aligned=dict(aligned or {}), cjk=cjk, script_rank=script_ranks(cands, cjk, said), said=said,
+                         standing=standing, use_standing=use_standing, lookup=lookup,
+                         dictionary=dict(dictionary or {}), things=tuple(things))
 
 
 def evidence_of(features: Mapping[str, float], model: AdmissionModel) -> float:
@@ -340,12 +369,52 @@ def evidence_of(features: Mapping[str, float], model: AdmissionModel) -> float:
 def threshold_for(model: AdmissionModel, features: Mapping[str, float], query_is_cjk: bool = False) -> float:
     """The model's threshold for this candidate: ``admit_cross_script`` across scripts, ``admit_cjk`` for a CJK
     question about a memory in its own script (each when fitted), else ``admit``."""
+    return threshold_named(model, features, query_is_cjk)[1]
+
+
+def threshold_named(model: AdmissionModel, features: Mapping[str, float],
+                    query_is_cjk: bool = False) -> tuple[str, float]:
+    """:func:`threshold_for` with the name of the threshold it chose, for the Admission record."""
     if features.get("cross_script"):
         if model.admit_cross_script is not None:
-            return model.admit_cross_script
+            return "admit_cross_script", model.admit_cross_script
     elif query_is_cjk and model.admit_cjk is not None:
-        return model.admit_cjk
-    return model.admit
+        return "admit_cjk", model.admit_cjk
+    return "admit", model.admit
+
+
+def sensitive(bucket: Any, cfg: Any) -> bool:
+    """A memory tagged as sensitive (``retrieval.sensitive_tags``) is never brought up unasked."""
+    tags = {t.casefold() for t in cfg.retrieval.sensitive_tags}
+    return any(t.casefold() in tags for t in bucket.tags)
+
+
+def plausible(ev: float | None, q: QueryEvidence, cfg: Any) -> bool:
+    """Routes 2b and 2c read words, not meaning: the evidence must reach ``retrieval.min_route_evidence`` (no model, no
+    floor; "我大学学的什么专业" meets 大学 = university in a memory of giving up meat there at 0.09). A follow-up
+    with no words of its own ("how is she now?") carries no topic in its vector: no floor."""
+    return ev is None or q.asked.message_groups == 0 or ev >= cfg.retrieval.min_route_evidence
+
+
+def dictionary_admits(dict_ev: Any, weighed: bool, unasked: bool, cfg: Any, plausible_ev: bool = True) -> bool:
+    """Route 2b of :func:`admit`: what is asked is said in the memory in other words or the other language, through
+    the dictionary (beach → 海边, 海边 → 沙滩), covering at least ``retrieval.min_dictionary_coverage`` of the
+    asked weight with at least one pair through the dictionary, no key term in conflict, for a weighed candidate
+    of a message that asks, whose evidence is :func:`plausible` (design §18)."""
+    return (dict_ev is not None and weighed and not unasked and dict_ev.conflict <= 0 and plausible_ev
+            and any(k == "dict" for *_, k in dict_ev.pairs)
+            and dict_ev.matched >= cfg.retrieval.min_dictionary_coverage)
+
+
+def mentioned(q: QueryEvidence, candidate: Candidate, conflict: bool, weighed: bool) -> str | None:
+    """Route 2c of :func:`admit`, implicit recall: one of a statement's key things (``q.things``, empty for a lookup
+    or with ``retrieval.implicit_recall`` off) written in the title or tags of a weighed candidate with no
+    dictionary conflict (docs/design.md §13)."""
+    if not q.things or q.lookup or conflict or not weighed:
+        return None
+    b = candidate.bucket
+    about = (b.title + "\n" + "\n".join(b.tags)).casefold()
+    return next((t for t in q.things if found(t.casefold(), about)), None)
 
 
 def lexical_admits(first: str | None, coverage: float, cfg: Any) -> bool:
@@ -355,14 +424,23 @@ def lexical_admits(first: str | None, coverage: float, cfg: Any) -> bool:
 
 
 def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionModel | None) -> Admission:
-    """Whether a candidate has evidence enough for a direct hit (DESIGN §13; the direct seed gate reads it).
+    """Whether a candidate has evidence enough for a direct hit (design §13; the direct seed gate reads it).
 
     1. only context-only moments matched -> ``context_only_match``, never admitted;
+    2b. through the dictionary (:func:`dictionary_admits`) -> ``dictionary_match``;
+    2c. a statement names a thing the memory is about (:func:`mentioned`) -> ``mentioned_in_title``;
     2. lexical evidence: a discriminative query term in the title, summary, tags or main body,
        covering at least ``retrieval.min_term_coverage`` of the query's term weight
        (:func:`lexical_admits`) ->
        ``term_in_<field>`` (what is asked about is written in the memory; a new user's few
        memories are recalled on it from the first day);
+    Route 2 needs no dictionary conflict: the words written in the memory are not evidence when a key term meets a
+    different thing of its kind there (my brother's job against a memory of my sister's; design §18).
+
+    A statement (the message does not ask about the user's past) under a model with ``admit_unasked`` is recall
+    unasked: never a memory tagged sensitive (``sensitive_unasked``), never on route 2 alone, and on the score
+    only at the higher of its threshold and ``admit_unasked`` (docs/design.md §17).
+
     3. with a fitted model, for the ``max_rank`` best candidates of each script (:func:`script_ranks`):
        ``evidence_above_threshold`` when
        the evidence reaches the model's ``admit`` (``admit_cjk`` for a CJK question in its own script,
@@ -376,23 +454,47 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
     semantic = content_cosine(candidate)
     if not content:
         return Admission(False, "context_only_match", semantic_score=semantic)
+    if candidate.bucket.id in q.said:
+        return Admission(False, "said_in_conversation", semantic_score=semantic)
+    if not q.lookup and sensitive(candidate.bucket, cfg):  # never brought up unasked, whatever the model
+        return Admission(False, "sensitive_unasked", semantic_score=semantic)
+    unasked = model is not None and model.admit_unasked is not None and not q.lookup
     matched, first, coverage = lexical_match(candidate, q.asked)
-    lexical_ok = lexical_admits(first, coverage, cfg)
+    dict_ev = q.dictionary.get(candidate.bucket.id)
+    conflict = dict_ev is not None and dict_ev.conflict > 0  # a key term meets a different thing of its kind
+    lexical_ok = lexical_admits(first, coverage, cfg) and not unasked and not conflict
+    if conflict and (model is None or "dict_conflict" not in model.feature_names):
+        # a model fitted without the dictionary cannot weigh a conflict: a key term that meets a different thing of
+        # its kind (my sister against a memory of my brother) is the near miss, whatever else the memory says
+        return Admission(False, "dictionary_conflict", matched, semantic, coverage,
+                         dictionary=dict_ev.pairs if dict_ev is not None else ())
     weighed = model is not None and q.weighs(candidate, cfg.retrieval.admission.max_rank)
     rank = q.script_rank.get(candidate.bucket.id) if model is not None else None
     feats = candidate_features(candidate, q, coverage, model.feature_names) if weighed else None
     ev = round(evidence_of(feats, model), 6) if weighed else None
     aligned = q.aligned.get(candidate.bucket.id, NO_ALIGNMENT).pairs if weighed else ()
+    pairs = dict_ev.pairs if weighed and dict_ev is not None else ()
+    name, threshold = None, None
+    if weighed:  # the threshold this evidence is held against, recorded so no page has to work it out again
+        cross = feats if "cross_script" in feats else candidate_features(candidate, q, coverage, ("cross_script",))
+        name, threshold = threshold_named(model, cross, q.query_is_cjk)
+        if unasked and model.admit_unasked > threshold:
+            name, threshold = "admit_unasked", model.admit_unasked
+    rec = dict(evidence=ev, features=feats, aligned=aligned, script_rank=rank, threshold=threshold,
+               threshold_name=name)
     if lexical_ok:  # what the query asks about is written in the memory: that alone is evidence
-        return Admission(True, f"term_in_{first}", matched, semantic, coverage, evidence=ev, features=feats,
-                         aligned=aligned, script_rank=rank)
+        return Admission(True, f"term_in_{first}", matched, semantic, coverage, dictionary=pairs, **rec)
+    if dictionary_admits(dict_ev, weighed or model is None, unasked, cfg, plausible(ev, q, cfg)):  # in other words
+        return Admission(True, "dictionary_match", matched, semantic, coverage, dictionary=dict_ev.pairs, **rec)
+    thing = mentioned(q, candidate, conflict, weighed or model is None)
+    if thing and plausible(ev, q, cfg):  # a statement names a thing this memory is about
+        return Admission(True, "mentioned_in_title", matched, semantic, coverage, dictionary=pairs, **rec)
     if model is not None and not weighed:
         return Admission(False, "below_admission_rank", matched, semantic, coverage, script_rank=rank)
     if weighed:
-        cross = feats if "cross_script" in feats else candidate_features(candidate, q, coverage, ("cross_script",))
-        ok = ev >= threshold_for(model, cross, q.query_is_cjk)
+        ok = ev >= threshold
         return Admission(ok, "evidence_above_threshold" if ok else "evidence_below_threshold", matched, semantic,
-                         coverage, evidence=ev, features=feats, aligned=aligned, script_rank=rank)
+                         coverage, dictionary=pairs, **rec)
     if first is not None:
         return Admission(False, "weak_term_coverage", matched, semantic, coverage)
     return Admission(False, "no_topic_evidence", semantic_score=semantic)

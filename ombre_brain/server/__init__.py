@@ -1,4 +1,4 @@
-"""The HTTP server: the Flask app and its production `/v1` blueprints (DESIGN §8).
+"""The HTTP server: the Flask app and its production `/v1` blueprints (design §8).
 
 ``app`` builds the app and its one error policy (bodies, tokens and spaces are parsed by the
 neutral :mod:`ombre_brain.web`, which the debug pages and ``/mcp`` share); ``api_buckets``,

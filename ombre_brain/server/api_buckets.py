@@ -1,4 +1,4 @@
-"""`/v1/buckets` and `/v1/edges`: the write path over HTTP (DESIGN §8)."""
+"""`/v1/buckets` and `/v1/edges`: the write path over HTTP (design §8)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ bp = Blueprint("buckets", __name__)
 
 
 def _only_bucket_fields(body: dict, extra: frozenset[str] = frozenset()) -> dict:
-    """Refuse any key that is not a DESIGN §3 field before it reaches a keyword argument.
+    """Refuse any key that is not a design §3 field before it reaches a keyword argument.
 
     ``now``, ``self``, ``bucket_id`` or ``dedupe`` in a body would otherwise become an argument of
     the write call itself (a 500, or a silently changed write); each is named in a 400 instead.
     """
     unknown = sorted(k for k in body if k not in BUCKET_FIELDS and k not in extra)
     if unknown:
-        raise ValidationError(f"unknown field(s) {', '.join(unknown)}; known fields are the DESIGN §3 names",
+        raise ValidationError(f"unknown field(s) {', '.join(unknown)}; known fields are the design §3 names",
                               code="unknown_field")
     return body
 

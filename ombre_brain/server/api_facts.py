@@ -1,4 +1,4 @@
-"""`/v1/facts…`: the facts contract over HTTP (DESIGN §9).
+"""`/v1/facts…`: the facts contract over HTTP (design §9).
 
 A well-formed batch the ledger refuses (stale target, source conflict, suppressed source,
 duplicate fact, missing target) answers with its error status (409, or 404 for a missing

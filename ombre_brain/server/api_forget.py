@@ -1,4 +1,4 @@
-"""`POST /v1/purge`: forget buckets, a source or a whole space, and get a signed receipt (DESIGN §10)."""
+"""`POST /v1/purge`: forget buckets, a source or a whole space, and get a signed receipt (design §10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`/v1/inject`, `/v1/exchanges` and the OpenAI-compatible `/v1/chat/completions` proxy (DESIGN §8, §17).
+"""`/v1/inject`, `/v1/exchanges` and the OpenAI-compatible `/v1/chat/completions` proxy (design §8, §17).
 
 The proxy changes exactly one thing in the request: it inserts the turn's memory block as a
 system message just before the last user message. Everything else, including the upstream's
@@ -54,7 +54,7 @@ def inject():
     space = authorize_space(body.get("space"))
     session = _session(body.get("session_id", "default"), "session_id")
     query, context = body.get("query"), None
-    if body.get("messages") is not None:  # the conversation in OpenAI format (DESIGN §14)
+    if body.get("messages") is not None:  # the conversation in OpenAI format (design §14)
         last, context = split_messages(body["messages"])
         query = last if query is None else query
     if not isinstance(query, str):
@@ -68,7 +68,7 @@ def inject():
 
 @bp.post("/v1/exchanges")
 def exchanges():
-    """The write decision on one finished exchange, for a gateway that calls its LLM itself (DESIGN §17).
+    """The write decision on one finished exchange, for a gateway that calls its LLM itself (design §17).
 
     Runs now and answers with the ids written or joined (``[]`` for noise); idempotent by the exchange's id, so
     sending it again writes nothing new and answers the same ids."""

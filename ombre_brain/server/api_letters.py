@@ -1,4 +1,4 @@
-"""``/v1/letters``: the person's side of letters (DESIGN §19).
+"""``/v1/letters``: the person's side of letters (design §19).
 
 The MCP letter tools are the companion's channel; these routes are the person's (a page or an
 app of theirs calls them). A letter written here is locked, when locked, by the ``person``; a

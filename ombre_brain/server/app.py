@@ -11,7 +11,7 @@ import logging
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
-from ..debug_ui import api_debug, pages
+from ..debug_ui import api_debug, api_playground, pages
 from ..errors import OmbreError
 from ..mcp import http as mcp_http
 from . import api_buckets, api_facts, api_forget, api_gateway, api_letters
@@ -20,7 +20,7 @@ log = logging.getLogger("ombre_brain")
 
 # The production /v1 API, the MCP tools at /mcp, then the debug JSON routes and pages (blueprints of the same app).
 BLUEPRINTS = (api_buckets.bp, api_facts.bp, api_gateway.bp, api_forget.bp, api_letters.bp, mcp_http.bp, api_debug.bp,
-              pages.bp)
+              api_playground.bp, pages.bp)
 
 
 def create_app(brain, *, env_tokens: dict | None = None) -> Flask:

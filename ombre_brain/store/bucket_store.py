@@ -76,6 +76,7 @@ class BucketStore:
     known_space = _via("scope")
     list = _via("reader")
     list_ahead = _via("reader")
+    get_ahead = _via("reader")
     get = _via("reader")
     get_many = _via("reader")
     edges = _via("graph")

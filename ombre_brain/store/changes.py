@@ -1,4 +1,4 @@
-"""The change sequence, and the lexical index that follows it (DESIGN §16).
+"""The change sequence, and the lexical index that follows it (design §16).
 
 Each space has a number in the ledger that grows by one with every change to its buckets: a
 write or update committed, a delete begun or finished, a purge or a dropped space (``reset``).

@@ -2,7 +2,7 @@
 
 We never give Chroma an embedding function, so it never tries to fetch its ONNX model, and
 we never share a collection between spaces: a ``where`` filter on a shared collection costs
-about 20x at 100k items (DESIGN §12) and one bug away from a cross-space read.
+about 20x at 100k items (design §12) and one bug away from a cross-space read.
 
 Forgetting and Chroma's files (chromadb 1.5, embedded). Chroma keeps each vector in three
 places: its write-ahead log (the ``embeddings_queue`` table of ``chroma.sqlite3``, until the

@@ -1,4 +1,4 @@
-"""Claims on a memory (DESIGN §10): which sources wrote it, and when a repeated write may join them.
+"""Claims on a memory (design §10): which sources wrote it, and when a repeated write may join them.
 
 The same text (title, body, tags and type) written again is one bucket: each writer's ``source``
 becomes a claim on it (the ``bucket_sources`` table; ``''`` is a write without a source), and a

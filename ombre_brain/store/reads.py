@@ -45,11 +45,28 @@ class Reader:
         memo = self.scope.memo(space, "buckets")
         if memo is None:
             return self._read_buckets(space, ids)
+        for ahead in self.scope.memo(space, "buckets_ahead").pop("pending", ()):  # announced: take its rows
+            for r in ahead.rows():
+                b = bucket_from_stored(json.loads(r["data"]))
+                memo.setdefault(b.id, b)
         missing = [i for i in ids if i not in memo]
         if missing:
             got = self._read_buckets(space, missing)
             memo.update((i, got.get(i)) for i in missing)
         return {i: memo[i] for i in sorted(ids) if memo[i] is not None}
+
+    def get_ahead(self, space: str, bucket_ids: Iterable[str]) -> None:
+        """Inside a turn, send the read of these buckets ahead: the :meth:`get_many` that follows takes its rows
+        (a bucket not among them is read again, one that is not visible reads as absent). Outside a turn, nothing."""
+        memo = self.scope.memo(space, "buckets")
+        ids = [i for i in dict.fromkeys(bucket_ids) if memo is not None and i not in memo]
+        if not ids:
+            return
+        pending = self.scope.memo(space, "buckets_ahead").setdefault("pending", [])
+        for i in range(0, len(ids), 900):
+            among, chunk = self.ledger.dialect.among("id", ids[i:i + 900])
+            pending.append(self.ledger.ahead(f"SELECT data FROM buckets WHERE space = ? AND {VISIBLE} AND {among}",
+                                             (space, *chunk)))
 
     def _read_buckets(self, space: str, ids: list[str]) -> dict[str, Bucket]:
         out: dict[str, Bucket] = {}
@@ -160,7 +177,7 @@ class Reader:
     def sample_moments(self, space: str, n: int) -> tuple[list[str], np.ndarray] | None:
         """A fixed, evenly spread sample of up to ``n`` committed content moments: their ids and vectors.
 
-        Admission measures a query against it (its background in the space, DESIGN §13).
+        Admission measures a query against it (its background in the space, design §13).
         """
         if not self.core.ensure_space(space, create=False):
             return None
@@ -232,7 +249,7 @@ class Reader:
         claims: dict[str, list[str]] = {}
         for r in conn.execute("SELECT bucket_id, source FROM bucket_sources WHERE space = ? ORDER BY source", (space,)):
             claims.setdefault(r["bucket_id"], []).append(r["source"])
-        for b in buckets:  # the other sources that wrote the same text (DESIGN §10), when there are any
+        for b in buckets:  # the other sources that wrote the same text (design §10), when there are any
             others = [src for src in claims.get(b["id"], ()) if src != (b.get("source") or "")]
             if others:
                 b["sources"] = others

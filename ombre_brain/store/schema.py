@@ -73,7 +73,7 @@ INDEXES = ("CREATE INDEX IF NOT EXISTS buckets_active ON buckets(space, last_act
 # Roles sit in the index so a role absent from the space costs an index walk, not a row fetch per bucket.
 ROLES_INDEX = ("DROP INDEX IF EXISTS buckets_roles; "
                "CREATE INDEX IF NOT EXISTS buckets_roles2 ON buckets(space, roles, created) WHERE roles != '';")
-# The change sequence (DESIGN §16): per space, a number that grows with every bucket written, updated or
+# The change sequence (design §16): per space, a number that grows with every bucket written, updated or
 # deleted, and with every purge; each change names bucket ids, never text. Every process keeps its lexical
 # index current from it (reads.py), so a write through one process is searchable through all of them.
 CHANGES = """
@@ -109,7 +109,7 @@ def _add_second(ledger, c) -> None:
         ledger.run_ddl(c, "ALTER TABLE moments ADD COLUMN second BLOB")
 
 
-# Provenance (DESIGN §10): every source that wrote a bucket's text holds a claim on it; '' is a write
+# Provenance (design §10): every source that wrote a bucket's text holds a claim on it; '' is a write
 # without a source identity. A purge by source removes that source's claims and deletes only the
 # buckets no claim holds any more. ``buckets.source`` stays the first (displayed) source.
 CLAIMS = """

@@ -60,8 +60,9 @@ class TurnScope:
     def memo(self, space: str, kind: str) -> dict | None:
         """This turn's memo, or None outside a turn of ``space``: ``buckets`` (id -> Bucket, or None where
         there is none to see), ``edges`` (id -> every edge touching it), ``edges_ahead`` (ids -> their
-        edges' read sent ahead), ``lists`` (a :class:`~.interfaces.ListRead` -> its read sent ahead) and
-        ``seconds`` (moment id -> its text and stored second-opinion vector)."""
+        edges' read sent ahead), ``lists`` (a :class:`~.interfaces.ListRead` -> its read sent ahead),
+        ``buckets_ahead`` (bucket reads sent ahead, :meth:`~.reads.Reader.get_ahead`) and ``seconds`` (moment id
+        -> its text and stored second-opinion vector)."""
         turn = getattr(self._local, "turn", None)
         if turn is None or turn["space"] != space:
             return None

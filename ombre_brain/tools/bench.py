@@ -24,11 +24,13 @@ import random
 import resource
 import sys
 import tempfile
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from time import perf_counter
+from typing import Any
 
 import numpy as np
 
@@ -306,14 +308,16 @@ def rss_mb() -> float:
 
 
 def run_bench(buckets: int = 1000, queries: int = 200, *, seed: int = 7, write: bool = True, turns: bool = True,
-              config=None, data_dir: str | Path | None = None, context: int = 0) -> dict:
+              config=None, data_dir: str | Path | None = None, context: int = 0,
+              then: Callable[[Any], dict] | None = None) -> dict:
     """The whole benchmark in one process; returns the JSON object `ombre-brain bench --json` prints.
 
     With ``data_dir`` the store is built there and kept, with a ``bench-store.json`` marker naming
     the size and seed. A later run with the same directory, size and seed reuses it and measures
     turns only, so a 100k-bucket store (an hour of embedding on two cores) is built once and
     latency can be re-measured after a change to the read path. The write numbers in such a run
-    are the ones recorded when the store was built, and ``"reused": true`` says so.
+    are the ones recorded when the store was built, and ``"reused": true`` says so. ``then`` measures more on
+    the built store (``bench --playground``: :mod:`.bench_playground`); what it returns joins the result.
     """
     from ..errors import ValidationError
 
@@ -321,9 +325,9 @@ def run_bench(buckets: int = 1000, queries: int = 200, *, seed: int = 7, write: 
         raise ValidationError("--buckets and --queries must be at least 1")
     with _ledger_for_bench(config, data_dir) as config:
         if data_dir is not None:
-            return _run_in(Path(data_dir), buckets, queries, seed, write, turns, config, context)
+            return _run_in(Path(data_dir), buckets, queries, seed, write, turns, config, context, then)
         with tempfile.TemporaryDirectory(prefix="ombre-bench-") as tmp:
-            return _run_in(Path(tmp), buckets, queries, seed, write, turns, config, context)
+            return _run_in(Path(tmp), buckets, queries, seed, write, turns, config, context, then)
 
 
 @contextmanager
@@ -350,7 +354,7 @@ def _ledger_for_bench(config, data_dir):
 
 
 def _run_in(root: Path, buckets: int, queries: int, seed: int, write: bool, turns: bool, config,
-            context: int = 0) -> dict:
+            context: int = 0, then: Callable[[Any], dict] | None = None) -> dict:
     from ..brain import Brain
     from ..errors import ValidationError
 
@@ -393,6 +397,8 @@ def _run_in(root: Path, buckets: int, queries: int, seed: int, write: bool, turn
             out |= {"queries": queries, "context": context, **t,
                     "overhead_p95": round(t["turn_ms"]["p95"] / t["floor_ms"]["p95"], 2)
                     if t["floor_ms"]["p95"] else None}
+        if then is not None:
+            out |= then(brain)
         out["rss_mb"] = rss_mb()
         out["load_avg"] = round(os.getloadavg()[0], 2)  # other work on the machine skews every number
         return out

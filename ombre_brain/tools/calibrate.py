@@ -1,4 +1,4 @@
-"""`calibrate`: fit the admission evidence score on labelled sets and choose its threshold (DESIGN §13).
+"""`calibrate`: fit the admission evidence score on labelled sets and choose its threshold (design §13).
 
 Every candidate that admission would judge (the turn's own search, context-only matches left out)
 becomes one example: its feature vector (:mod:`ombre_brain.retrieval.admission`) and its label (is
@@ -17,9 +17,7 @@ about it fall in one fold), and the expected calibration error of the score over
 from __future__ import annotations
 
 import random
-import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,85 +25,16 @@ import yaml
 
 from ..config import AdmissionModel
 from ..errors import ValidationError
-from ..retrieval.admission import candidate_features, lexical_admits, lexical_match
 from ..retrieval.features import FEATURES
-from ..text import is_cjk_text
-from ..turn.conversation import normalize_context
-from .eval_inject import (
-    InjectSet,
-    built_store,
-    expected_calibration_error,
-    load_inject_yaml,
-    load_locomo_inject,
-)
+from .calibrate_examples import Example, Question, conversation_examples, examples_of
+from .eval_inject import expected_calibration_error, load_inject_yaml, load_locomo_inject
 
 MAX_FALSE_RECALL = 1 / 15
+STORE_FREE = ("lexical", "cosine", "ref_z", "cross_script", "use_cos", "use_ref_z", "aligned", "aligned_min", "lookup")
+"""The features that read one candidate alone: a score over these gives a question and a memory the same decision in
+a store of 1 or 10,000 memories (docs/design.md §13, §17)."""
 L2 = 1.0
 MAX_DIRECT = 4
-
-
-@dataclass(frozen=True)
-class Example:
-    x: tuple[float, ...]
-    label: int
-    query: int       # index of the question in the pooled list
-    group: str       # the fold group: the wanted memory (or the question, for negatives)
-    fused: float     # its fused ranking score (a turn keeps the best MAX_DIRECT admitted)
-    source: str      # the labelled set it came from (each set weighs the same in the fit)
-    lexical_ok: bool = False  # admitted by lexical evidence whatever the score (retrieval/admission.py, route 2)
-    weighed: bool = True      # within retrieval.admission.max_rank: the score is fitted on these
-    cross: bool = False       # query and memory in different scripts: judged by admit_cross_script
-
-
-@dataclass(frozen=True)
-class Question:
-    kind: str
-    lang: str
-    wanted: bool     # has wanted memories (a positive kind)
-    source: str = ""
-
-
-# ---------------------------------------------------------------- examples
-
-
-def examples_of(s: InjectSet, offset: int, *, config=None, show_progress: bool = True
-                ) -> tuple[list[Example], list[Question], str]:
-    from tqdm import tqdm
-
-    out: list[Example] = []
-    questions: list[Question] = []
-    source = "locomo" if s.name.startswith("locomo-") else s.name  # LoCoMo's conversations weigh as one set
-    with built_store(s, config) as (brain, space):
-        model_id = brain.admitter.model_key()
-        max_rank = brain.config.retrieval.admission.max_rank
-        bar = tqdm(total=len(s.cases), desc=f"{s.name}: features", unit="q", leave=False, file=sys.stderr,
-                   disable=None if show_progress else True)
-        for i, c in enumerate(s.cases):
-            qi = offset + i
-            questions.append(Question(c.kind, "zh" if is_cjk_text(c.text) else "en", bool(c.wanted), source))
-            bar.update(1)
-            gw = brain.config.gateway
-            heard = normalize_context(list(c.context), max_messages=gw.context_messages, max_chars=gw.context_chars)
-            plan = brain.policy.plan_query(c.text, heard)  # as a turn plans it, with the conversation before it
-            if plan.skip_reason:
-                continue
-            found = brain.retriever.search(space, plan)
-            q = brain.admitter.query_evidence(space, plan, found)
-            group = f"{s.name}:{sorted(c.wanted)[0]}" if c.wanted else f"{s.name}:q{i}"
-            for cand in found.candidates:
-                if all(h.moment.context_only for h in cand.hits):
-                    continue  # never admissible
-                _, first, coverage = lexical_match(cand, q.asked)
-                lexical_ok = lexical_admits(first, coverage, brain.config)
-                weighed = q.weighs(cand, max_rank)
-                if not weighed and not lexical_ok:
-                    continue  # never weighed for admission in a turn
-                f = candidate_features(cand, q, coverage)
-                out.append(Example(tuple(f[n] for n in FEATURES.names), int(cand.bucket.id in c.wanted), qi,
-                                   group, cand.fused, source, lexical_ok, weighed,
-                                   bool(f["cross_script"])))
-        bar.close()
-    return out, questions, model_id
 
 
 # ---------------------------------------------------------------- the fit
@@ -147,8 +76,9 @@ def predict(x: np.ndarray, weights: np.ndarray, bias: float) -> np.ndarray:
 
 
 Thresholds = tuple[float, ...]
-"""(admit, admit_cross_script, admit_cjk): a question and memory in the same script, across scripts, and a CJK
-question in its own script (a pair (same, cross) is read as (same, cross, same))."""
+"""(admit, admit_cross_script, admit_cjk[, admit_unasked]): a question and memory in the same script, across
+scripts, a CJK question in its own script (a pair (same, cross) is read as (same, cross, same)), and a statement's
+recall, unasked (with it, a statement is admitted by the score alone, at the higher of its threshold and this)."""
 
 
 class Injections:
@@ -167,6 +97,7 @@ class Injections:
         self.lexical = np.array([ex[i].lexical_ok for i in order], dtype=bool)
         self.weighed = np.array([ex[i].weighed for i in order], dtype=bool)
         self.cross = np.array([ex[i].cross for i in order], dtype=bool)
+        self.lookup = np.array([ex[i].lookup for i in order], dtype=bool)
         self.cjk = np.array([questions[ex[i].query].lang == "zh" for i in order], dtype=bool)  # a CJK question
         self.n = len(questions)
         self.wanted = np.array([q.wanted for q in questions], dtype=bool)
@@ -176,7 +107,10 @@ class Injections:
     def hits(self, p: np.ndarray, t: Thresholds) -> np.ndarray:
         ps = p[self.order]
         same_cjk = t[2] if len(t) > 2 else t[0]
-        ok = self.lexical | (self.weighed & (ps >= np.where(self.cross, t[1], np.where(self.cjk, same_cjk, t[0]))))
+        bar = np.where(self.cross, t[1], np.where(self.cjk, same_cjk, t[0]))
+        ok = self.lexical | (self.weighed & (ps >= bar))
+        if len(t) > 3:  # a statement's recall is unasked: the score alone, at the higher bar
+            ok = np.where(self.lookup, ok, self.weighed & (ps >= np.maximum(bar, t[3])))
         seen = np.cumsum(ok)
         before = seen[self.group_start] - ok[self.group_start]  # admitted before this question's first example
         kept = ok & (seen - before <= MAX_DIRECT)
@@ -198,6 +132,7 @@ def outcomes(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Question]
 
 
 SCORED_KINDS = ("positive", "crosslingual")  # what the threshold maximises (per set, then averaged)
+UNASKED_KINDS = ("implicit", "positive")  # the statements among these set admit_unasked (MADial's are statements)
 GRID = [i / 100 for i in range(2, 100)]
 
 
@@ -259,11 +194,39 @@ def choose_threshold(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Q
                 best = (r, t)
     if best[0] < 0:
         return best[1]
+    best = _coordinate_moves(best, crosses, GRID, value, better)
+    if not any(q.kind == "implicit" for q in questions):  # no recall unasked to set a bar for
+        return best[1]
+    return (*best[1], _unasked(inj, questions, best[1], p, casual))
+
+
+def _unasked(inj: Injections, questions: Sequence[Question], t: Thresholds, p: np.ndarray,
+             casual: np.ndarray) -> float:
+    """The statement threshold: the most recall unasked (statements with wanted memories, each set weighing the
+    same), never below the lookup thresholds, and never one casual message injecting anything."""
+    statements = set(inj.query[~inj.lookup].tolist())
+    groups: dict[str, list[int]] = {}
+    for qi, q in enumerate(questions):
+        if q.wanted and q.kind in UNASKED_KINDS and qi in statements:
+            groups.setdefault(q.source, []).append(qi)
+    floor = max(t[0], t[2] if len(t) > 2 else t[0])
+    best, best_v = -1.0, 0.99
+    for v in [g for g in GRID if g >= floor]:
+        hit = inj.hits(p, (*t, v))
+        if len(casual) and hit[casual].any():
+            continue
+        r = float(np.mean([hit[np.array(g)].mean() for g in groups.values()])) if groups else 0.0
+        if r > best:
+            best, best_v = r, v
+    return best_v
+
+
+def _coordinate_moves(best, crosses, grid, value, better):
     for _ in range(3):  # coordinate moves from the best pair: Chinese same-script, other same-script, cross
         before = best
         for axis in ((2, 0, 1) if crosses[0] is not None else (2, 0)):
             moved = best
-            for v in GRID:
+            for v in grid:
                 t = tuple(v if i == axis else x for i, x in enumerate(best[1]))
                 if crosses[0] is None and axis == 0:
                     t = (v, v, t[2])
@@ -273,7 +236,7 @@ def choose_threshold(ex: Sequence[Example], p: np.ndarray, questions: Sequence[Q
             best = moved
         if best == before:
             break
-    return best[1]
+    return best
 
 
 def _folds(groups: Sequence[str], k: int, seed: int = 13) -> list[set[str]]:
@@ -283,12 +246,21 @@ def _folds(groups: Sequence[str], k: int, seed: int = 13) -> list[set[str]]:
 
 
 def calibrate(paths: Sequence[str | Path], *, locomo: str | Path | None = None, config=None, folds: int = 5,
-              show_progress: bool = True) -> dict:
+              show_progress: bool = True, conversations: Sequence[str | Path] = (),
+              features: Sequence[str] | None = None) -> dict:
+    """Fit the evidence score on inject sets (``paths``, ``locomo``) and labelled ``conversations`` (young stores),
+    over ``features`` (default: every registered one; :data:`STORE_FREE` are those that read one candidate
+    alone), and choose its thresholds."""
     sets = [load_inject_yaml(p) for p in paths] + (load_locomo_inject(locomo) if locomo else [])
-    if not sets:
-        raise ValidationError("give at least one --data FILE")
+    if not sets and not conversations:
+        raise ValidationError("give at least one --data FILE or --conversations FILE")
     if folds < 2:
         raise ValidationError("expected at least 2", field="folds")
+    names = tuple(features) if features else FEATURES.names
+    unknown = [n for n in names if n not in FEATURES]
+    if unknown:
+        raise ValidationError(f"unknown feature(s) {', '.join(unknown)} (known: {', '.join(FEATURES.names)})",
+                              field="features")
     ex: list[Example] = []
     questions: list[Question] = []
     model_id = ""
@@ -296,9 +268,14 @@ def calibrate(paths: Sequence[str | Path], *, locomo: str | Path | None = None, 
         got, qs, model_id = examples_of(s, len(questions), config=config, show_progress=show_progress)
         ex += got
         questions += qs
+    for path in conversations:
+        got, qs, model_id = conversation_examples(path, len(questions), config=config, show_progress=show_progress)
+        ex += got
+        questions += qs
     if not ex or not any(e.label for e in ex) or all(e.label for e in ex):
         raise ValidationError("the sets gave no mix of wanted and unwanted candidates to fit on")
-    x = np.array([e.x for e in ex], dtype=np.float64)
+    cols = [FEATURES.names.index(n) for n in names]
+    x = np.array([e.x for e in ex], dtype=np.float64)[:, cols]
     y = np.array([e.label for e in ex], dtype=np.float64)
     per_set: dict[str, int] = {}
     for e in ex:
@@ -319,19 +296,21 @@ def calibrate(paths: Sequence[str | Path], *, locomo: str | Path | None = None, 
     t = choose_threshold(ex, cv_p, questions)  # placed on out-of-fold scores: in-sample ones flatter
     overlay = f" --config {config}" if isinstance(config, (str, Path)) else ""
     fitted = (f"ombre-brain calibrate{overlay} {' '.join('--data ' + str(pp) for pp in paths)}"
-              f"{' --locomo ' + str(locomo) if locomo else ''} ({len(questions)} questions, "
+              f"{''.join(' --conversations ' + str(pp) for pp in conversations)}"
+              f"{' --locomo ' + str(locomo) if locomo else ''}"
+              f"{' --features ' + ','.join(names) if features else ''} ({len(questions)} questions, "
               f"{sum(e.weighed for e in ex)} candidates)")
-    names = FEATURES.names  # the features the examples were collected with (candidate_features' order)
     model = AdmissionModel(weights={n: round(float(v), 4) for n, v in zip(names, w, strict=True)},
                            features=names, bias=round(b, 4), admit=t[0], admit_cross_script=t[1], admit_cjk=t[2],
-                           fitted=fitted)
+                           admit_unasked=t[3] if len(t) > 3 else None, fitted=fitted)
     m = np.array([e.weighed for e in ex])  # AUC and ECE over the candidates the score decides about
     yi = y[m].astype(int).tolist()
     return {
         "model_id": model_id, "model": {"features": list(model.features), "weights": model.weights,
                                         "bias": model.bias, "admit": model.admit,
                                         "admit_cross_script": model.admit_cross_script,
-                                        "admit_cjk": model.admit_cjk, "fitted": model.fitted},
+                                        "admit_cjk": model.admit_cjk, "admit_unasked": model.admit_unasked,
+                                        "fitted": model.fitted},
         "questions": len(questions), "candidates": int(m.sum()), "threshold": list(t),
         "in_sample": {"by_kind": outcomes(ex, p, questions, t),
                       "ece": expected_calibration_error(list(zip(p[m].tolist(), yi, strict=True))),
@@ -358,7 +337,8 @@ def write_overlay(res: dict, path: str | Path) -> None:
     m = res["model"]
     doc = {"retrieval": {"admission": {"models": {res["model_id"]: {
         "features": m["features"], "weights": m["weights"], "bias": m["bias"], "admit": m["admit"],
-        "admit_cross_script": m["admit_cross_script"], "admit_cjk": m["admit_cjk"], "fitted": m["fitted"]}}}}}
+        "admit_cross_script": m["admit_cross_script"], "admit_cjk": m["admit_cjk"],
+        "admit_unasked": m.get("admit_unasked"), "fitted": m["fitted"]}}}}}
     Path(path).write_text("# written by `ombre-brain calibrate`\n" + yaml.safe_dump(doc, allow_unicode=True,
                                                                                         sort_keys=False),
                           encoding="utf-8")
@@ -370,7 +350,7 @@ def format_calibration(res: dict) -> str:
              f"candidates", "weights: " + ", ".join(f"{k} {v:+.3f}" for k, v in m["weights"].items())
              + f"; bias {m['bias']:+.3f}; admit at evidence >= {m['admit']} "
              f"({m['admit_cjk']} for a Chinese question in its own script, {m['admit_cross_script']} across "
-             "scripts)", "",
+             f"scripts, {m.get('admit_unasked')} for recall unasked)", "",
              "| kind | lang | n | in-sample | cross-validated |", "|---|---|---|---|---|"]
     ins, cv = res["in_sample"]["by_kind"], res["cross_validated"]["by_kind"]
     for kind, langs in ins.items():

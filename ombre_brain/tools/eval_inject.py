@@ -1,4 +1,4 @@
-"""`eval inject`: what a turn actually injects, end to end, on labelled questions (DESIGN §13).
+"""`eval inject`: what a turn actually injects, end to end, on labelled questions (design §13).
 
 A ranking metric says where the right memory sits; this says whether the companion sees it. Each
 memory becomes a bucket as `eval recall` builds it, created long before the evaluation's fixed

@@ -1,4 +1,4 @@
-"""`eval longmemeval`: session and turn recall on LongMemEval-S questions (DESIGN §14 measurement).
+"""`eval longmemeval`: session and turn recall on LongMemEval-S questions (design §14 measurement).
 
 Each question has its own haystack of chat sessions. Its store holds one bucket per turn
 (``role: content``, created at the session's date), the question is the query, and three systems

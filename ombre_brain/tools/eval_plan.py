@@ -1,6 +1,6 @@
 """`eval plan`: how often the query planner reads a message's context mode right, on a labelled set.
 
-The mode decides what the companion is told (DESIGN §5, `gateway.context_mode_lines`): telling a
+The mode decides what the companion is told (design §5, `gateway.context_mode_lines`): telling a
 user who mentions a headache to "answer from the recalled memories only" is wrong, so the planner is
 measured on messages labelled by hand (lookups, sharing, venting, greetings, requests, intimacy,
 play, conflict, repair; Chinese and English). Needs no store: planning is pure.

@@ -1,4 +1,4 @@
-"""One Ombre-Brain markdown bucket onto DESIGN §3 fields (the pure half of ``--from ombre-md``).
+"""One Ombre-Brain markdown bucket onto design §3 fields (the pure half of ``--from ombre-md``).
 
 Ombre-Brain writes one ``.md`` file per memory: YAML frontmatter (keys sorted, times naive
 server-local), a blank line, then the body verbatim. The mapping:

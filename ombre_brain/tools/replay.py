@@ -1,4 +1,4 @@
-"""`ombre-brain replay`: run a scenario (DESIGN §11) in a fresh store and check its expectations.
+"""`ombre-brain replay`: run a scenario (design §11) in a fresh store and check its expectations.
 
 Scenarios are the acceptance tests persona designers can read and write, so every miss is
 reported as a readable line naming the turn, the expect key and what was seen instead.

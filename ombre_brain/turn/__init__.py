@@ -1,4 +1,4 @@
-"""The read pipeline of one turn, one stage per module (DESIGN §2):
+"""The read pipeline of one turn, one stage per module (design §2):
 
     plan_query -> candidates -> admission -> layers and gates -> diffusion -> render -> budget -> sections
 

@@ -1,4 +1,4 @@
-"""The breath profile: how MCP ``breath()`` reads a space when there is no query (DESIGN §15).
+"""The breath profile: how MCP ``breath()`` reads a space when there is no query (design §15).
 
 An empty query in a chat turn recalls nothing, and Core Memory is off in chat turns by default
 (``gateway.budgets.core_memory`` 0). ``breath()`` asks a different question, "what should I hold

@@ -1,4 +1,4 @@
-"""Token estimates and section budgets (DESIGN §7).
+"""Token estimates and section budgets (design §7).
 
 Every section has its own budget and the dynamic sections share a total. Trimming never
 reorders anything: items claim room in rank order, and whatever no longer fits is trimmed and
@@ -35,7 +35,7 @@ _TOKEN_RE = re.compile(
 
 
 def estimate_tokens(text: str) -> int:
-    """About what a BPE tokenizer would count, without one (DESIGN §7).
+    """About what a BPE tokenizer would count, without one (design §7).
 
     One per CJK character (ideographs, kana, hangul, CJK and fullwidth punctuation), 1.3 per
     Latin word rounded up over the text, one per digit group (``2026``, ``3.5``) and one per

@@ -67,6 +67,7 @@ class TurnContext:
         self.trace: dict[str, dict] = {}  # bucket_id -> {layer_debug, runtime_gate} for candidates left out quietly
         self.diffusion: dict[str, Any] = {}  # seeds, edges and every diffusion hit before gating (debug)
         self.ahead: dict[str, Any] = {}  # reads sent ahead for a later stage (announce_side_reads)
+        self.carried: list[str] = []  # memories recalled in the session's last rounds (turn/carry.py)
         self.lists: dict[str, ListRead] = {}  # each side section's list read, as announced (announce_side_reads)
 
     def layer(self, bucket: Bucket) -> LayerDecision:

@@ -1,4 +1,4 @@
-"""The conversation a turn hears (DESIGN §14): recent messages, normalised at the door.
+"""The conversation a turn hears (design §14): recent messages, normalised at the door.
 
 Clients resend the whole history every turn, so only the last ``gateway.context_messages``
 messages and the last ``gateway.context_chars`` characters are kept; the rest is dropped
@@ -110,7 +110,7 @@ NEVER_CARRIED = ("tone_only", "skip_only", "empty")
 
 def with_context(plan: QueryPlan, context: Sequence[Message], plan_of: Callable[[str], QueryPlan],
                  cfg: Config) -> QueryPlan:
-    """The plan of a message as the conversation before it colours it (DESIGN §14).
+    """The plan of a message as the conversation before it colours it (design §14).
 
     - The topic is the last ``retrieval.context.user_messages`` user messages, the previous one weighing
       ``decay``, the one before ``decay²``; a message that points back ("那天晚上", "that night", "它")
@@ -118,11 +118,14 @@ def with_context(plan: QueryPlan, context: Sequence[Message], plan_of: Callable[
     - A lookup or a repair begun a message or two ago still counts: its mode carries over to a message
       that has no mode of its own (casual), and a vague lookup ("还记得吗") is not vague when the topic
       has terms.
-    - Tone-only, filler and empty messages stay skipped: context never makes them recall.
+    - Tone-only, filler and empty messages stay skipped: context never makes them recall, except a message that
+      only points back ("那她现在怎么样了", "how is she now?", "那后来呢"): it is a follow-up on the conversation's
+      topic, whose terms it takes.
     """
     cc = cfg.retrieval.context
     users = user_texts(context)[-cc.user_messages:] if cc.user_messages else []
-    if not users or plan.skip_reason in NEVER_CARRIED:
+    follow_up = plan.anaphoric and plan.skip_reason == "skip_only"  # "那她现在怎么样了": the conversation's topic
+    if not users or (plan.skip_reason in NEVER_CARRIED and not follow_up):
         return plan
     boost = cc.anaphora_boost if plan.anaphoric else 1.0
     weights = [min(1.0, boost * cc.decay ** d) for d in range(len(users), 0, -1)]
@@ -137,7 +140,7 @@ def with_context(plan: QueryPlan, context: Sequence[Message], plan_of: Callable[
     if carried and plan.context_mode == "casual":
         changes.update(context_mode=carried, carried=carried, memory_lookup=carried == "memory_lookup",
                        allow_caution_diffusion=carried != "memory_lookup")
-    if plan.skip_reason == "vague" and terms:
+    if (plan.skip_reason == "vague" or follow_up) and terms:
         changes["skip_reason"] = None
     return dataclasses.replace(plan, **changes)
 

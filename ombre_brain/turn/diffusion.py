@@ -1,4 +1,4 @@
-"""Spreading activation from direct hits along typed edges (DESIGN §5, diffusion defaults).
+"""Spreading activation from direct hits along typed edges (design §5, diffusion defaults).
 
 Related memory arrives only along edges. A target's activation is the seed's strength times,
 for each step of the path, the edge confidence, the relation weight and the hop decay:

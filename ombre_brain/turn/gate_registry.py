@@ -25,9 +25,9 @@ from ..recall_types import NOT_APPLICABLE, GateResult, RuntimeGate
 
 __all__ = ["STAGES", "GateInput", "GateRegistry", "GateSpec"]
 
-STAGES = ("direct", "related", "recent", "weather", "favorite", "dream", "core")
-"""Where an item meets the gates: a direct candidate, a related target, Recent Context, the weather, the
-favorite card, a latent dream, Core Memory."""
+STAGES = ("direct", "related", "recent", "carried", "weather", "favorite", "dream", "core")
+"""Where an item meets the gates: a direct candidate, a related target, Recent Context, a memory carried from the
+session's last rounds (turn/carry.py), the weather, the favorite card, a latent dream, Core Memory."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +52,7 @@ class GateInput:
     parent_direct: bool | None = None
     moment: Any = None
     in_favorite_card: bool = False
+    carried: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

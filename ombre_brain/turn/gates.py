@@ -1,4 +1,4 @@
-"""The runtime gates: per item, per turn, each verdict with a stable reason code (DESIGN §5).
+"""The runtime gates: per item, per turn, each verdict with a stable reason code (design §5).
 
 Every gate is a pure function of the turn's plan, the item, its layer decision, the session
 state and the config. It returns a :class:`GateResult` (``allowed`` true, false, or None when
@@ -31,6 +31,7 @@ from ..recall_types import (
     SessionState,
 )
 from ..timeutil import parse_iso
+from .carry import on_topic
 
 T = TypeVar("T")
 _NO_COOLDOWN = frozenset({"rare", "interval", "none", "follows_parent"})
@@ -83,9 +84,14 @@ def direct_seed_gate(plan: QueryPlan, cand: Candidate, decision: LayerDecision, 
     if mode == "explicit_old" and not plan.explicit_old:
         return GateResult(False, "archive_needs_explicit_old")
     adm = cand.admission
-    detail = {"evidence": adm.evidence, "features": dict(adm.features or {})} if adm.evidence is not None else None
+    detail = None
+    if adm.evidence is not None:  # the number the verdict used, and the threshold it was held against
+        detail = {"evidence": adm.evidence, "features": dict(adm.features or {})}
+        if adm.threshold is not None:
+            detail.update(threshold=adm.threshold, threshold_name=adm.threshold_name)
     if not adm.admitted:
-        reason = "context_only_match" if adm.reason == "context_only_match" else "no_topic_evidence"
+        passed_on = ("context_only_match", "said_in_conversation", "sensitive_unasked", "dictionary_conflict")
+        reason = adm.reason if adm.reason in passed_on else "no_topic_evidence"
         return GateResult(False, reason, detail)
     if decision.layer == "favorite_memory":
         fav = favorite_tags(cfg)
@@ -177,11 +183,15 @@ def recent_trigger(plan: QueryPlan, state: SessionState, cfg: Config) -> GateRes
 
 
 def recent_context_gate(plan: QueryPlan, bucket: Bucket, decision: LayerDecision, state: SessionState,
-                        cfg: Config, *, has_topic_evidence: bool) -> GateResult:
-    """May this bucket appear in Recent Context? Dynamic memory only, unless asked explicitly."""
+                        cfg: Config, *, has_topic_evidence: bool, carried: bool = False) -> GateResult:
+    """May this bucket appear in Recent Context? Dynamic memory only, unless asked explicitly; a memory the session
+    recalled in its last rounds (``carried``) while the conversation is still on it (turn/carry.py)."""
     blocked = surface_block(bucket)
     if blocked:
         return blocked
+    if carried:
+        return GateResult(True, "carried_on_topic") if on_topic(plan, bucket) else GateResult(False,
+                                                                                              "carried_off_topic")
     layer = decision.layer
     if layer == "source_record":
         return GateResult(False, "source_record_never_injected")
@@ -271,7 +281,7 @@ RIDE_ALONG_SECTIONS = ("affect_anchor", "comment")
 """Context-only sections shown beside a reliable direct hit on their bucket (the recall context gate)."""
 
 
-QUIET_RECENT_REASONS = frozenset({"not_recent", "no_trigger", "not_applicable"})
+QUIET_RECENT_REASONS = frozenset({"not_recent", "no_trigger", "not_applicable", "carried_off_topic"})
 """Recent Context refusals too ordinary to list in the TURN (most of the space is neither recent nor asked for)."""
 
 
@@ -280,13 +290,14 @@ def worth_listing(cand: Candidate) -> bool:
     return cand.admission.admitted or cand.rank <= LISTED_RANK
 
 
-def direct_cap(kept: int, score: float, top: float, cfg: Config) -> GateResult | None:
+def direct_cap(kept: int, score: float, top: float, cfg: Config, *, lookup: bool = True) -> GateResult | None:
     """After the gates: None when a passing direct hit keeps its place, else why it is cut.
 
-    At most ``retrieval.max_direct`` hits, each at least ``retrieval.min_relative_score`` of the
-    turn's best score (``kept`` is how many better hits were already kept).
+    At most ``retrieval.max_direct`` hits (``retrieval.max_unasked`` for a statement: recall the user did not
+    ask for), each at least ``retrieval.min_relative_score`` of the turn's best score (``kept`` is how many
+    better hits were already kept).
     """
-    if kept >= cfg.retrieval.max_direct:
+    if kept >= (cfg.retrieval.max_direct if lookup else cfg.retrieval.max_unasked):
         return GateResult(False, "below_max_direct")
     if score < top * cfg.retrieval.min_relative_score:
         return GateResult(False, "below_relative_score")

@@ -1,6 +1,6 @@
 """The render stage: each selected bucket becomes one Item of its section, in the shape its layer asks for.
 
-Direct hits get their original, a window around the matched moment or a capsule (DESIGN §6),
+Direct hits get their original, a window around the matched moment or a capsule (design §6),
 with their context-only sections riding along; related memory gets a summary or a chain
 bundle. The decision each item carries is the one the gates made; here it is only stamped
 ``injected`` with its section.

@@ -1,4 +1,4 @@
-"""One turn of the read pipeline, as one straight line of plain data (DESIGN §2):
+"""One turn of the read pipeline, as one straight line of plain data (design §2):
 
     plan_query -> candidates -> admission -> layers and gates -> diffusion -> render -> budget -> sections
 
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from time import perf_counter
 
+from .carry import CARRIED_TOPIC, carried_ids, points_back, with_carried_topic
 from .context import TurnContext, TurnParts
 from .conversation import Message
 from .items import render_items
@@ -44,7 +45,12 @@ def run_turn(parts: TurnParts, space: str, session: str, query: str, now: dateti
     lap = _Laps()
     plan = parts.policy.plan_query(query, context)
     state = parts.sessions.load(space, session, now, dry_run=dry_run)
+    carried = carried_ids(state, parts.config.gateway.carry_rounds)
+    if carried and points_back(plan):  # a message that points back is about what was just recalled
+        got = parts.store.get_many(space, carried[:CARRIED_TOPIC])
+        plan = with_carried_topic(plan, [got[b] for b in carried[:CARRIED_TOPIC] if b in got], parts.store.tokens)
     ctx = TurnContext(parts, space, plan, state)
+    ctx.carried = carried
     announce_side_reads(ctx)  # they ride with the candidates' read to a shared ledger
     lap("plan")
     retrieval = parts.retriever.search(space, plan) if not plan.skip_reason and parts.store.known_space(space) else None
@@ -64,19 +70,20 @@ def run_turn(parts: TurnParts, space: str, session: str, query: str, now: dateti
     lap("budget")
     turn.debug.update(retrieval=retrieval, direct=direct, related=related, trace=ctx.trace, diffusion=ctx.diffusion)
     if not dry_run:
-        _record(ctx, turn, side)
+        _record(ctx, turn, side, context)
     lap.ms["record"] = round((perf_counter() - lap._t) * 1000, 3)
     return turn
 
 
-def _record(ctx: TurnContext, turn: Turn, side) -> None:
-    """Session bookkeeping of a real turn: the round, what was shown, the turn log, dreams shown or released."""
+def _record(ctx: TurnContext, turn: Turn, side, context: Sequence[Message]) -> None:
+    """Session bookkeeping of a real turn: the round, what was shown, the turn log (with what a replay of the turn
+    needs: the conversation heard and the session state met), dreams shown or released."""
     injected = [(it.bucket_id, sec.key) for sec in (*turn.stable, *turn.sections) for it in sec.items
                 if it.bucket_id]
     mentioned = [b for b, _ in injected] + [s.bucket_id for s in turn.suppressed]
     recent_shown = any(s.key == "recent_context" for s in turn.sections)
     ctx.parts.sessions.record(ctx.state, injected, recent_fired=side.recent_fired and recent_shown,
-                              turn=turn.to_dict(timings=True), mentioned=mentioned)
+                              turn=turn.to_dict(timings=True), mentioned=mentioned, context=context)
     dreams = ctx.parts.dreams
     if side.dream and dreams is not None:  # a claimed dream the budget trimmed away is released, not lost
         shown = set(turn.item_ids("dream"))

@@ -20,6 +20,10 @@ ADMISSION_REASONS: Mapping[str, str] = {
     "term_in_summary": "a discriminative query term is in the summary",
     "term_in_tags": "a discriminative query term is in the tags",
     "term_in_body": "a discriminative query term is in the body",
+    "dictionary_match": "what is asked is said in the memory in other words or the other language, through the "
+                        "bilingual dictionary (beach→海边), with no key term in conflict",
+    "mentioned_in_title": "a statement names a thing this memory's title or tags are about (implicit recall, "
+                          "retrieval.implicit_recall)",
     "evidence_above_threshold": "the calibrated evidence that this is the memory asked about reaches the admit "
                                 "threshold of retrieval.admission",
     "evidence_below_threshold": "the calibrated evidence that this is the memory asked about is below the admit "
@@ -28,8 +32,13 @@ ADMISSION_REASONS: Mapping[str, str] = {
     "below_admission_rank": "only the retrieval.admission.max_rank best-ranked candidates of each script are weighed "
                             "for admission",
     "no_topic_evidence": "no discriminative term or reliable semantic score for this bucket",
+    "said_in_conversation": "its words are in the conversation the turn hears: the prompt already holds them",
+    "dictionary_conflict": "a key term of the message meets a word the dictionary says is a different thing of the "
+                           "same kind (sister against 哥哥): a near miss",
+    "sensitive_unasked": "tagged sensitive (retrieval.sensitive_tags): recalled only when the user asks about it",
 }
-ADMITTING = ("term_in_title", "term_in_summary", "term_in_tags", "term_in_body", "evidence_above_threshold")
+ADMITTING = ("term_in_title", "term_in_summary", "term_in_tags", "term_in_body", "dictionary_match",
+             "mentioned_in_title", "evidence_above_threshold")
 
 GENERAL_REASONS: Mapping[str, str] = {
     "not_applicable": "the gate does not apply to this item",
@@ -45,7 +54,8 @@ GENERAL_REASONS: Mapping[str, str] = {
     "core_memory_stable_only": "core memory lives only in the stable Core Memory section",
     "archive_needs_explicit_old": "archived, resolved or digested memory needs an explicit old lookup",
     # the caps on direct hits, after the gates
-    "below_max_direct": "admitted, but retrieval.max_direct better direct hits were already taken",
+    "below_max_direct": "admitted, but retrieval.max_direct (max_unasked for a statement) better direct hits were "
+                        "already taken",
     "below_relative_score": "admitted, but its score is below retrieval.min_relative_score of the turn's best hit",
     # admission (the topic evidence gate shows it; the direct seed gate says admitted_<reason>)
     **ADMISSION_REASONS,

@@ -1,4 +1,4 @@
-"""Render shapes (DESIGN §6) and the markdown of an injection (DESIGN §11).
+"""Render shapes (design §6) and the markdown of an injection (design §11).
 
 Each shape is a small function from a bucket to plain text. Direct hits keep the user's exact
 words (original, window, capsule); related and archived items are summaries; the layers with
@@ -355,7 +355,7 @@ def render_markdown(stable_sections: Sequence[SectionOut], dynamic_sections: Seq
                     framing_line: str) -> str:
     """The injected prompt text: the framing line, then the stable sections and the dynamic ones.
 
-    The framing line opens the whole block (DESIGN §6), stable sections (Core Memory, Confirmed
+    The framing line opens the whole block (design §6), stable sections (Core Memory, Confirmed
     Facts) included: everything after it is quoted data, never instructions. Memory items are
     quoted; note items (no bucket, shape ``note``) are plain escaped lines. The only lines that
     start with "#" are the section headings.

@@ -1,4 +1,4 @@
-"""Sections: ordered assembly, budgets and the rendered prompt block (DESIGN §7, §11).
+"""Sections: ordered assembly, budgets and the rendered prompt block (design §7, §11).
 
 Stable context (Core Memory, facts) first and outside the dynamic budget; then the dynamic
 sections in their fixed order. Every trim becomes a suppression with its reason, so the

@@ -1,4 +1,4 @@
-"""Layers and gates for the turn's direct candidates (DESIGN §5): who may be a direct hit.
+"""Layers and gates for the turn's direct candidates (design §5): who may be a direct hit.
 
 Each candidate's layer is inferred once, every gate registered for the direct stage gives its
 verdict (:mod:`.gate_table`), and the verdicts are combined by their precedence; the caps on how
@@ -36,7 +36,7 @@ def direct_stage(ctx: TurnContext, cands: Sequence[Candidate]) -> tuple[list[Dec
     keep: list[Decided] = []
     top = (passed[0].score or 1.0) if passed else 1.0
     for x in passed:
-        cut = G.direct_cap(len(keep), x.score, top, cfg)
+        cut = G.direct_cap(len(keep), x.score, top, cfg, lookup=not plan.unasked)
         if cut is None:
             keep.append(x)
         else:

@@ -1,7 +1,7 @@
 """The side sections of a turn: Recent Context, weather, the favorite card, a dream, Core Memory, facts.
 
 Each is read from the store by role (never by decoding the whole space) and passed through its
-own gate; an item already taken by a section of higher precedence is not offered again (DESIGN §5:
+own gate; an item already taken by a section of higher precedence is not offered again (design §5:
 one section per item). The dream engine scores and claims; the dream gate decides. The list each
 section reads is decided once per turn (:func:`side_lists`): the same value is announced ahead
 and read, so the two cannot drift apart.
@@ -21,7 +21,7 @@ from . import gates as G
 from .budget import estimate_tokens
 from .context import Decided, Side, TurnContext, suppressed
 from .gate_registry import GateInput
-from .gate_table import GATES
+from .gate_table import GATES, block_reason
 from .items import item_of
 from .render import render_dream, render_stable_rule
 
@@ -70,6 +70,8 @@ def announce_side_reads(ctx: TurnContext) -> None:
     cfg = ctx.cfg
     ctx.lists = side_lists(ctx)
     ctx.store.list_ahead(ctx.space, *(read.kwargs() for read in ctx.lists.values()))
+    if ctx.carried:  # the memories carried from the last rounds, read for Recent Context (:func:`carried`)
+        ctx.store.get_ahead(ctx.space, ctx.carried)
     if ctx.parts.facts is not None and cfg.gateway.budgets.facts > 0:
         ctx.ahead["facts"] = ctx.parts.facts.any_ahead(ctx.space)
 
@@ -88,11 +90,12 @@ def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
     cfg, plan, state = ctx.cfg, ctx.plan, ctx.state
     if not ctx.store.known_space(ctx.space):
         return [], False
+    found: list[Decided] = carried(ctx, taken)
+    taken = taken | {d.bucket.id for d in found}
     pool = [b for b in _listed(ctx, "recent") if b.id not in taken and b.created_dt() <= state.now]
     if not pool:
-        return [], False
+        return found[: cfg.gateway.recent_context_max_items], False
     evidence = {d.bucket.id for d in direct} | {b.id for b in pool if G.recent_topic_evidence(plan, b)}
-    found: list[Decided] = []
     fired = False
     for b in pool:
         d = ctx.layer(b)
@@ -104,6 +107,28 @@ def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
             out.append(suppressed(None, bucket=b, layer=d, gate=gate))
     found.sort(key=lambda x: (-x.score, x.bucket.last_active))
     return found[: cfg.gateway.recent_context_max_items], fired
+
+
+def carried(ctx: TurnContext, taken: set[str]) -> list[Decided]:
+    """Memories the session recalled in its last rounds, while the conversation is still on them (turn/carry.py):
+    first in Recent Context, ahead of what is merely new."""
+    ids = [b for b in ctx.carried if b not in taken]
+    if not ids:
+        return []
+    found = []
+    buckets = ctx.store.get_many(ctx.space, ids)
+    for bid in ids:
+        b = buckets.get(bid)
+        if b is None:
+            continue
+        d = ctx.layer(b)
+        gate = GATES.evaluate(GateInput("carried", ctx.plan, ctx.state, ctx.cfg, b, d, carried=True))
+        if GATES.passes(gate, "carried"):
+            found.append(Decided(b, d, gate, 2.0))
+        else:
+            g = gate.decide("suppressed", None, block_reason(gate))
+            ctx.trace.setdefault(bid, {"layer_debug": d.to_dict(), "runtime_gate": g.to_dict()})
+    return found
 
 
 def weather(ctx: TurnContext, taken: set[str]) -> list[Decided]:

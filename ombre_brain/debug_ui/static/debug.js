@@ -16,6 +16,23 @@
     });
   });
 
+  // <span data-columns="#table-id"> of checkboxes data-col="x": show or hide the cells of class c-x (remembered).
+  document.querySelectorAll("[data-columns]").forEach(function (box) {
+    var table = document.querySelector(box.getAttribute("data-columns"));
+    if (!table) { return; }
+    box.querySelectorAll("input[data-col]").forEach(function (input) {
+      var col = input.getAttribute("data-col");
+      var key = "ombre-columns:" + table.id + ":" + col;
+      var apply = function () { table.classList.toggle("hide-" + col, !input.checked); };
+      try { if (window.localStorage.getItem(key) === "hidden") { input.checked = false; } } catch (e) { /* private mode */ }
+      apply();
+      input.addEventListener("change", function () {
+        apply();
+        try { window.localStorage.setItem(key, input.checked ? "shown" : "hidden"); } catch (e) { /* private mode */ }
+      });
+    });
+  });
+
   // Diffusion graph: hovering a node highlights its edges.
   var graph = document.getElementById("graph");
   if (graph) {
