@@ -256,3 +256,38 @@ def test_dream_window_hours_is_the_window_it_dreams_from(brain):
     assert too_long.content[0].text.startswith("Error (invalid): window_hours: expected 1-336 hours")
     assert four.structured_content["reason"] == "too_little_material" and "in the last 4 h" in four.content[0].text
     assert six.structured_content["reason"] == "dreamed" and len(six.structured_content["material"]) == 3
+
+
+def test_source_read_refuses_an_empty_range_and_pages_a_long_source(brain):
+    server = build_server(brain, space=SPACE_A, stdio=Access("*"))
+    long_source = "\n".join(f"第{i}行：那天的细节{i}，" + "很长的一句话。" * 8 for i in range(1, 41))
+    source = "第一行：出门。\n\n   \n第四行：回家。"
+
+    async def go():
+        async with Client(server.server) as client:
+            grown = await client.call_tool("grow", {"content": source, "items": [
+                {"title": "空行", "content": "中间什么也没有。", "source_ranges": [[2, 3]]},
+                {"title": "回家", "content": "晚上回家了。", "source_ranges": [[4, 4]]}]})
+            ids = {b["title"]: b["bucket_id"] for b in grown.structured_content["buckets"]}
+            empty = await client.call_tool("source_read", {"bucket_id": ids["空行"], "expected_title": "空行"})
+            home = await client.call_tool("source_read", {"bucket_id": ids["回家"], "expected_title": "回家"})
+            grown = await client.call_tool("grow", {"content": long_source, "items": [
+                {"title": "那天", "content": "那天的细节很多。", "source_ranges": [[1, 40]]}]})
+            day = grown.structured_content["buckets"][0]["bucket_id"]
+            pages, cursor = [], 0
+            while True:
+                r = await client.call_tool("source_read", {"bucket_id": day, "expected_title": "那天", "cursor": cursor,
+                                                           "max_tokens": 300})
+                assert not r.is_error, r.content[0].text
+                pages.append(r.structured_content)
+                cursor = r.structured_content["next_cursor"]
+                if not cursor:
+                    return empty, home, pages
+
+    empty, home, pages = anyio.run(go)
+    assert empty.is_error and empty.structured_content["error"]["code"] == "empty_range"
+    assert empty.content[0].text == "Error (empty_range): bucket_id: its declared lines 2-3 are empty"
+    assert not home.is_error and [ln["text"] for ln in home.structured_content["lines"]] == ["第四行：回家。"]
+    assert len(pages) > 2  # 40 long lines do not fit 300 tokens
+    read = [ln["line"] for p in pages for ln in p["lines"]]
+    assert read == list(range(1, 41))  # every line once, in order, no page skipped or repeated
