@@ -191,7 +191,8 @@ def test_a_sealed_letters_words_reach_nothing_else(site, tmp_path):
                  "/api/diffusion-debug?space={s}&q={q}", "/api/gateway-injections?space={s}&session=leak",
                  "/debug/?space={s}&q={q}&token={t}", "/debug/breath?space={s}&q={q}&token={t}",
                  "/debug/buckets?space={s}&token={t}", "/debug/buckets/{id}?space={s}&token={t}",
-                 "/debug/injections?space={s}&token={t}"):
+                 "/debug/injections?space={s}&token={t}", "/debug/playground?space={s}&token={t}",
+                 "/api/playground?space={s}"):
         for bid in (letter, mine.id):
             r = httpx.get(site.url + path.format(s=SPACE, id=bid, q=secret, t=PERSON), headers=headers, timeout=60)
             assert r.status_code == 200, (path, r.text[:300])
@@ -199,6 +200,22 @@ def test_a_sealed_letters_words_reach_nothing_else(site, tmp_path):
     r = httpx.post(f"{site.url}/v1/inject", headers=headers, json={"space": SPACE, "session_id": "leak2",
                                                                    "query": secret})
     texts.append(json.dumps(strip_echo(r.json()), ensure_ascii=False))
+    # the policy playground replays the recorded turns above under a draft that shows more (design §22)
+    policy = httpx.get(f"{site.url}/api/playground?space={SPACE}", headers=headers).json()["policy"]
+    draft = policy.replace("skip_recent_rounds: 5", "skip_recent_rounds: 0")
+    assert draft != policy
+    r = httpx.post(f"{site.url}/api/playground/replay", headers=headers,
+                   json={"space": SPACE, "policy": draft, "last": 50}, timeout=30)
+    assert r.status_code == 202, r.text
+    for _ in range(600):
+        job = httpx.get(f"{site.url}/api/playground/replay/{r.json()['id']}", params={"space": SPACE},
+                        headers=headers, timeout=30).json()
+        if job["state"] != "running":
+            break
+        time.sleep(0.2)
+    assert job["state"] == "done" and job["result"]["source"]["turns"] >= 5, job
+    assert letter not in json.dumps(job) and mine.id not in json.dumps(job)  # no letter in either policy's turns
+    texts.append(json.dumps(job, ensure_ascii=False))
 
     async def companion(client):
         out = []
