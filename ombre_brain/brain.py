@@ -164,11 +164,12 @@ class Brain:
         return bid
 
     def write_many(self, items: list[Mapping], *, now: datetime | None = None, dedupe: bool = True,
-                   progress=None) -> list[str]:
+                   progress=None, one_text: bool = False) -> list[str]:
         """Store many buckets through the store's batch path; every item is validated before any is written.
 
         Same validation, suppression check and dedupe as :meth:`write`, item by item; a bad item
-        raises naming its position and nothing is stored.
+        raises naming its position and nothing is stored. ``one_text``: the items are pieces of one
+        text (MCP ``grow``), which share one memory's embedding budget (``embedding.max_tokens_per_memory``).
         """
         buckets, given = [], []
         for i, item in enumerate(items):
@@ -180,7 +181,7 @@ class Brain:
                 raise ValidationError(exc.message, field=f"items[{i}]", code=exc.code) from None
             buckets.append(bucket)
         return [bid for bid, _created in self.store.write_many(buckets, dedupe=dedupe, progress=progress,
-                                                                given=given)]
+                                                                given=given, one_text=one_text)]
 
     def _validated(self, data: dict, now: datetime | None) -> Bucket:
         if not any(data.get(k) for k in ("memory_subject", "memory_layer")):

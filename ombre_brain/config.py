@@ -44,6 +44,7 @@ class EmbeddingConfig:
     batch_size: int = field(default=32, metadata=_rng(1, 4096))
     query_cache_size: int = field(default=2048, metadata=_rng(0, 1_000_000))
     second_opinion: Literal["auto", "off"] = "auto"  # USE v3 for admission, where installed (DESIGN §13)
+    max_tokens_per_memory: int = field(default=2048, metadata=_rng(64, 100_000_000))  # retrieval/lanes.py
 
 
 @dataclass(frozen=True)

@@ -215,7 +215,7 @@ def grow(
     for row in rows:
         row.update(space=space, tags=[*row.get("tags", []), f"grow_batch:{batch}"])
     call.unused(GROW_UNUSED)
-    ids = call.brain.write_many(rows, now=now_utc())
+    ids = call.brain.write_many(rows, now=now_utc(), one_text=True)  # one text: one memory's embedding budget
     memories = [{"bucket_id": bid, "title": row["title"], "type": row.get("type", "dynamic")}
                 for bid, row in zip(ids, rows, strict=True)]
     shown = [m for m in memories if m["type"] != "source"]
