@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..memory_layers import infer_layer
-from .access import Call
+from .access import Access, Call
 from .format import Reply, bucket_brief, quote
 from .registry import Space, tool
 
@@ -59,9 +59,11 @@ def pulse(call: Call, space: Space = None) -> Reply:
     last_dream = bucket_brief(dreams[0], cfg) | {"surfaced": bool(dreams[0].surfaced)} if dreams else None
     emb = brain.embedder
     embedder = {"model_id": emb.model_id, "dimension": emb.dimension, "cjk_capable": emb.cjk_capable}
-    spaces = call.access.visible(brain.spaces())
+    known = brain.store.known_space(space)
+    spaces = _visible_spaces(call.access, brain.spaces())
     lines = [f"pulse · space {space}: {total} {'memory' if total == 1 else 'memories'}"
-             + (f" (layers counted over the newest {len(scanned)})" if len(scanned) < total else "")]
+             + (f" (layers counted over the newest {len(scanned)})" if len(scanned) < total else "")
+             + ("" if known else " (nothing was ever written to this space)")]
     if layers:
         lines.append("by layer: " + ", ".join(f"{k} {n}" for k, n in sorted(layers.items(), key=lambda x: -x[1])))
     if newest:
@@ -71,9 +73,20 @@ def pulse(call: Call, space: Space = None) -> Reply:
     lines.append(f"embedder: {emb.model_id} ({emb.dimension} dimensions{', CJK-capable' if emb.cjk_capable else ''})")
     lines.append(f"last dream: {last_dream['bucket_id']} · {quote(last_dream['title'])} · {last_dream['created'][:16]}"
                  f" · {'surfaced' if last_dream['surfaced'] else 'latent'}" if last_dream else "last dream: none yet")
-    if len(spaces) > 1:
-        lines.append("spaces you may use: " + ", ".join(spaces))
+    written = [s for s, w in spaces.items() if w]
+    lines.append("spaces this token can see: " + (", ".join(
+        f"{s}{'' if w else ' (never written)'}" for s, w in spaces.items()) or "none written yet")
+        + ("; pass space=… to use another" if len(spaces) > 1 or (written and written != [space]) else ""))
     return Reply("\n".join(lines), {
-        "tool": "pulse", "space": space, "total": total, "scanned": len(scanned), "layers": dict(layers),
-        "newest": newest, "jobs": {s: jobs.get(s, 0) for s in JOB_STATES}, "embedder": embedder,
-        "last_dream": last_dream, "spaces": spaces})
+        "tool": "pulse", "space": space, "space_known": known, "total": total, "scanned": len(scanned),
+        "layers": dict(layers), "newest": newest, "jobs": {s: jobs.get(s, 0) for s in JOB_STATES},
+        "embedder": embedder, "last_dream": last_dream, "spaces": list(spaces), "written_spaces": written})
+
+
+def _visible_spaces(access: Access, written: list[str]) -> dict[str, bool]:
+    """Every space the caller's token can see, with whether anything was ever written to it: all written
+    spaces for a token of every space ("*"), else each space the token names."""
+    have = set(written)
+    if access.scope == "*":
+        return dict.fromkeys(sorted(have), True)
+    return {s: s in have for s in sorted(access.scope)}
