@@ -1,4 +1,4 @@
-"""Issue 35: a pinned memory that answers an explicit lookup reaches the turn, in Core Memory (DESIGN §4).
+"""Issue 35: a pinned memory that answers an explicit lookup reaches the turn, in Core Memory (design §4).
 
 Core memory is never a direct hit (the layer table: direct_seed ``explicit_or_interval``), so before
 this a pinned allergy could not answer "what am I allergic to" at all while
