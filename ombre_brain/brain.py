@@ -41,8 +41,9 @@ from .retrieval.evidence import Admitter
 from .retrieval.lexical import init_jieba, tokenize
 from .retrieval.second_opinion import get_second_opinion
 from .store.bucket_store import BucketStore
+from .store.dirlock import DataDirLock
 from .timeutil import now_utc, parse_time
-from .turn.breath import breath_parts
+from .turn.breath import breath_parts, lookup_parts
 from .turn.context import TurnParts
 from .turn.conversation import normalize_context
 from .turn.pipeline import run_turn
@@ -76,6 +77,17 @@ class Brain:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.config = cfg = _as_config(config)
+        # An embedded ledger or Chroma is written by one process at a time (store/dirlock.py); a shared
+        # PostgreSQL ledger with a Chroma server is made for several.
+        embedded = cfg.store.ledger.url is None or cfg.store.chroma.mode == "embedded"
+        self._dir_lock = DataDirLock.acquire(self.path) if embedded else None
+        try:
+            self._open(cfg)
+        except BaseException:
+            self._release()
+            raise
+
+    def _open(self, cfg: Config) -> None:
         init_jieba(self.path / "jieba_cache")
         stop = frozenset(w.lower() for w in cfg.lexical.stop_words)
         self.stop_words = stop
@@ -112,6 +124,7 @@ class Brain:
                                admitter=self.admitter, sessions=self.gateway.sessions, dreams=self.dream_engine,
                                facts=self.facts)
         self.breath_parts = breath_parts(self.parts)
+        self.lookup_parts = lookup_parts(self.parts)
         self._turn_locks = [threading.Lock() for _ in range(TURN_LOCK_STRIPES)]
         self.store.reconcile()
         self.forget.reconcile()
@@ -130,6 +143,11 @@ class Brain:
     def close(self) -> None:
         self.gateway.close()
         self.store.close()
+        self._release()
+
+    def _release(self) -> None:
+        if self._dir_lock is not None:
+            self._dir_lock.release()
 
     @property
     def embedder(self):
@@ -173,11 +191,12 @@ class Brain:
         return bid
 
     def write_many(self, items: list[Mapping], *, now: datetime | None = None, dedupe: bool = True,
-                   progress=None) -> list[str]:
+                   progress=None, one_text: bool = False) -> list[str]:
         """Store many buckets through the store's batch path; every item is validated before any is written.
 
         Same validation, suppression check and dedupe as :meth:`write`, item by item; a bad item
-        raises naming its position and nothing is stored.
+        raises naming its position and nothing is stored. ``one_text``: the items are pieces of one
+        text (MCP ``grow``), which share one memory's embedding budget (``embedding.max_tokens_per_memory``).
         """
         buckets, given = [], []
         for i, item in enumerate(items):
@@ -189,7 +208,7 @@ class Brain:
                 raise ValidationError(exc.message, field=f"items[{i}]", code=exc.code) from None
             buckets.append(bucket)
         return [bid for bid, _created in self.store.write_many(buckets, dedupe=dedupe, progress=progress,
-                                                                given=given)]
+                                                                given=given, one_text=one_text)]
 
     def _validated(self, data: dict, now: datetime | None) -> Bucket:
         if not any(data.get(k) for k in ("memory_subject", "memory_layer")):
@@ -289,11 +308,13 @@ class Brain:
                 for q, c in zip(queries, contexts, strict=True)]
 
     def turn(self, space: str, session: str = "default", query: str = "", now: datetime | str | None = None,
-             *, context: list | None = None, dry_run: bool = False) -> Turn:
+             *, context: list | None = None, dry_run: bool = False, lookup: bool = False) -> Turn:
         """Run one turn of the read pipeline and return its Turn (to_dict() is the §11 TURN).
 
         ``context`` is the conversation before ``query``: ``{role, content}`` messages, oldest first
         (design §14); only the last ``gateway.context_messages`` within ``gateway.context_chars`` are heard.
+        ``lookup``: the query is an explicit search whatever its words (MCP ``breath_search``), so a pinned
+        memory that answers it shows in Core Memory.
         """
         validate_space(space)
         if not isinstance(session, str) or not session or len(session) > 200:
@@ -305,15 +326,16 @@ class Brain:
         when = parse_time(now, "now") if now is not None else now_utc()
         gw = self.config.gateway
         heard = normalize_context(context, max_messages=gw.context_messages, max_chars=gw.context_chars)
+        parts = self.lookup_parts if lookup else self.parts
         if dry_run:
             with self.ledger.pinned(), self.store.turn_scope(space):
-                return run_turn(self.parts, space, session, query, when, context=heard, dry_run=True)
+                return run_turn(parts, space, session, query, when, context=heard, dry_run=True)
         # A turn reads the session's round and cooldowns and records the next round; two turns of one
         # session at once would both take the same round. Serialise them: in this process (striped,
         # bounded memory), and across processes sharing the ledger (its session lock).
         with (self._turn_locks[hash((space, session)) % len(self._turn_locks)],
               self.ledger.session_lock("turn", space, session), self.store.turn_scope(space)):
-            return run_turn(self.parts, space, session, query, when, context=heard, dry_run=False)
+            return run_turn(parts, space, session, query, when, context=heard, dry_run=False)
 
     def breath(self, space: str, session: str = "default", now: datetime | str | None = None) -> Turn:
         """What to hold in mind now, without a query (MCP ``breath()``): a dry-run turn through ``mcp.breath``.

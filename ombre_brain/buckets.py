@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import json
 import re
-import unicodedata
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +18,20 @@ from datetime import datetime
 from typing import Any
 
 from .errors import ValidationError
+from .fields import (
+    MAX_AUTHOR_CHARS,
+    MAX_COMMENT_CHARS,
+    MAX_SUMMARY_CHARS,
+    parse_bool,
+    validate_id,
+    validate_space,
+    visible,
+)
+from .fields import choice as _choice
+from .fields import flag as _bool
+from .fields import list_field as _list
+from .fields import number as _number
+from .fields import text_field as _text
 from .kinds.fields import UNINDEXED_TYPES, validate_kind
 from .text import sentence_spans, split_sentences  # noqa: F401  (split_sentences re-exported)
 from .timeutil import iso, now_utc, parse_time
@@ -44,31 +57,7 @@ PARAGRAPH_MAX = 300  # design §6: a longer paragraph is split at sentence bound
 # Dream-only fields (issue 6) ride along on the bucket so GET /v1/buckets shows them.
 DREAM_FIELDS = ("core_affect", "recall_cues", "source_bucket_ids", "surfaced", "surface_attempts")
 
-# Used with fullmatch: `$` would also match before a trailing newline ("id\n").
-_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
-_SPACE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
 _HEADING_RE = re.compile(r"^###[ \t]+(.+?)[ \t]*#*[ \t]*$")
-
-
-def validate_space(space: Any) -> str:
-    if not isinstance(space, str) or not _SPACE_RE.fullmatch(space):
-        raise ValidationError(
-            "expected a space name of letters, digits and _.:- (1-128 chars, e.g. 'haven:xiaoyu'), "
-            f"got {json.dumps(space, ensure_ascii=False)[:60]}",
-            field="space",
-            code="bad_space",
-        )
-    return space
-
-
-def validate_id(value: Any, field_name: str = "id") -> str:
-    if not isinstance(value, str) or not _ID_RE.fullmatch(value):
-        raise ValidationError(
-            "expected an id of letters, digits and _.:- (1-128 chars), got "
-            f"{json.dumps(value, ensure_ascii=False)[:60]}",
-            field=field_name,
-        )
-    return value
 
 
 def new_id() -> str:
@@ -292,56 +281,22 @@ def build_moments(bucket: Bucket) -> list[Moment]:
 _FIELD_NAMES = BUCKET_FIELDS = frozenset(f.name for f in dataclasses.fields(Bucket))
 
 
-def _bool(data: Mapping, key: str) -> bool:
-    v = data.get(key, False)
-    if not isinstance(v, bool):
-        raise ValidationError(f"expected true or false, got {json.dumps(v, ensure_ascii=False)[:40]}", field=key)
-    return v
-
-
-def _number(data: Mapping, key: str, default: float, lo: float, hi: float, integer: bool = False) -> Any:
-    v = data.get(key, default)
-    if v is None:
-        v = default
-    if isinstance(v, bool) or not isinstance(v, int | float) or (integer and not float(v).is_integer()):
-        kind = "an integer" if integer else "a number"
-        raise ValidationError(f"expected {kind} between {lo} and {hi}, got {json.dumps(v, ensure_ascii=False)[:40]}",
-                              field=key)
-    if not lo <= v <= hi:
-        raise ValidationError(f"expected a value between {lo} and {hi}, got {v}", field=key)
-    return int(v) if integer else float(v)
-
-
-def _choice(data: Mapping, key: str, choices: tuple[str, ...], default: str | None) -> str | None:
-    v = data.get(key, default)
-    if v is None:
-        return default
-    if v not in choices:
-        raise ValidationError(f"expected one of {', '.join(choices)}, got {json.dumps(v, ensure_ascii=False)[:40]}",
-                              field=key)
-    return v
-
-
-def visible(text: str) -> bool:
-    """True when the text has a character a reader can see (not only spaces or zero-width marks)."""
-    return any(not c.isspace() and unicodedata.category(c) not in ("Cf", "Cc", "Zs") for c in text)
-
-
-def _text(data: Mapping, key: str, max_chars: int, required: bool = False) -> str | None:
-    v = data.get(key)
-    if v is None:
-        if required:
-            raise ValidationError("is required", field=key)
-        return None
-    if not isinstance(v, str):
-        raise ValidationError(f"expected a string, got {type(v).__name__}", field=key)
-    if required and not visible(v):
-        raise ValidationError("must not be empty (or only spaces and invisible characters)", field=key)
-    if len(v) > max_chars:
-        raise ValidationError(f"is {len(v)} characters; the limit is {max_chars}", field=key)
-    if "\x00" in v:
-        raise ValidationError("contains a NUL character", field=key)
-    return v
+def _comment(c: Any, i: int, created: str) -> Comment:
+    """One ``{author, created, content}`` comment; a content or author past its limit is refused, never cut."""
+    if not isinstance(c, Mapping) or not isinstance(c.get("content"), str) or "\x00" in c["content"]:
+        raise ValidationError("each comment is {author, created, content} with content a string (no NUL)",
+                              field=f"comments[{i}]")
+    if len(c["content"]) > MAX_COMMENT_CHARS:
+        raise ValidationError(f"is {len(c['content'])} characters; the limit is {MAX_COMMENT_CHARS}",
+                              field=f"comments[{i}].content")
+    author = c.get("author")
+    if author is not None and (not isinstance(author, str) or len(author) > MAX_AUTHOR_CHARS or "\x00" in author):
+        raise ValidationError(f"expected a string of at most {MAX_AUTHOR_CHARS} characters (no NUL)",
+                              field=f"comments[{i}].author")
+    c_created = c.get("created")
+    return Comment(author=author or "unknown",
+                   created=iso(parse_time(c_created, f"comments[{i}].created")) if c_created else created,
+                   content=c["content"])
 
 
 @dataclass(frozen=True)
@@ -379,9 +334,9 @@ def bucket_from_dict(data: Any, *, space: str | None = None, now: datetime | Non
     bid = validate_id(data["id"]) if data.get("id") is not None else new_id()
     title = _text(data, "title", limits.max_title_chars, required=True)
     body = _text(data, "body", limits.max_body_chars) or ""
-    summary = _text(data, "summary", 2000)
-    tags_raw = data.get("tags") or []
-    if not isinstance(tags_raw, list | tuple) or not all(isinstance(t, str) for t in tags_raw):
+    summary = _text(data, "summary", MAX_SUMMARY_CHARS)
+    tags_raw = _list(data, "tags", "a list of strings")
+    if not all(isinstance(t, str) for t in tags_raw):
         raise ValidationError("expected a list of strings", field="tags")
     if len(tags_raw) > limits.max_tags:
         raise ValidationError(f"has {len(tags_raw)} tags; the limit is {limits.max_tags}", field="tags")
@@ -394,21 +349,11 @@ def bucket_from_dict(data: Any, *, space: str | None = None, now: datetime | Non
         v = data.get(key)
         times[key] = iso(parse_time(v, key)) if v not in (None, "") else None
     created = times["created"] or iso(now)
-    comments_raw = data.get("comments") or []
-    if not isinstance(comments_raw, list | tuple) or len(comments_raw) > limits.max_comments:
-        raise ValidationError(f"expected a list of at most {limits.max_comments} comments", field="comments")
-    comments = []
-    for i, c in enumerate(comments_raw):
-        if not isinstance(c, Mapping) or not isinstance(c.get("content"), str) \
-                or "\x00" in c["content"] or "\x00" in str(c.get("author") or ""):
-            raise ValidationError("each comment is {author, created, content} with content a string (no NUL)",
-                                  field=f"comments[{i}]")
-        c_created = c.get("created")
-        comments.append(Comment(
-            author=str(c.get("author") or "unknown")[:100],
-            created=iso(parse_time(c_created, f"comments[{i}].created")) if c_created else created,
-            content=c["content"][:2000],
-        ))
+    comments_raw = _list(data, "comments", f"a list of at most {limits.max_comments} comments")
+    if len(comments_raw) > limits.max_comments:
+        raise ValidationError(f"has {len(comments_raw)} comments; the limit is {limits.max_comments}",
+                              field="comments")
+    comments = [_comment(c, i, created) for i, c in enumerate(comments_raw)]
     ref = data.get("source_ref")
     source_ref = None
     if ref is not None:
@@ -448,19 +393,18 @@ def bucket_from_dict(data: Any, *, space: str | None = None, now: datetime | Non
 
 
 def _dream_fields(data: Mapping) -> dict:
-    ca = data.get("core_affect") or {}
+    ca = data.get("core_affect")
+    ca = {} if ca is None else ca
     if not isinstance(ca, Mapping):
         raise ValidationError("expected {valence, arousal}", field="core_affect")
     core = {"valence": _number(ca, "valence", 0.5, 0, 1), "arousal": _number(ca, "arousal", 0.3, 0, 1)}
-    cues = data.get("recall_cues") or []
-    if not isinstance(cues, list | tuple) or not all(isinstance(c, str) for c in cues) or len(cues) > 5:
+    cues = _list(data, "recall_cues", "a list of at most five strings")
+    if not all(isinstance(c, str) for c in cues) or len(cues) > 5:
         raise ValidationError("expected a list of at most five strings", field="recall_cues")
-    srcs = data.get("source_bucket_ids") or []
-    if not isinstance(srcs, list | tuple) or not all(isinstance(c, str) for c in srcs):
+    srcs = _list(data, "source_bucket_ids", "a list of bucket ids")
+    if not all(isinstance(c, str) for c in srcs):
         raise ValidationError("expected a list of bucket ids", field="source_bucket_ids")
-    surfaced = data.get("surfaced", False)
-    if not isinstance(surfaced, bool):
-        raise ValidationError("expected true or false", field="surfaced")
+    surfaced = parse_bool(data.get("surfaced", False), "surfaced")
     return {
         "core_affect": core, "recall_cues": tuple(cues), "source_bucket_ids": tuple(srcs), "surfaced": surfaced,
         "surface_attempts": _number(data, "surface_attempts", 0, 0, 10**6, integer=True),

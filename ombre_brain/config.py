@@ -57,6 +57,7 @@ class EmbeddingConfig:
     batch_size: int = field(default=32, metadata=_rng(1, 4096))
     query_cache_size: int = field(default=2048, metadata=_rng(0, 1_000_000))
     second_opinion: Literal["auto", "off"] = "auto"  # USE v3 for admission, where installed (design §13)
+    max_tokens_per_memory: int = field(default=2048, metadata=_rng(64, 100_000_000))  # retrieval/lanes.py
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ class Budgets:
     context_mode: int = field(default=60, metadata=_rng(0, 1_000_000))
     facts: int = field(default=300, metadata=_rng(0, 1_000_000))
     core_memory: int = field(default=0, metadata=_rng(0, 1_000_000))
+    core_memory_lookup: int = field(default=120, metadata=_rng(0, 1_000_000))
 
 
 CONTEXT_MODES = ("conflict_repair", "reflective_repair", "memory_lookup", "intimate", "playful", "task", "casual")
@@ -273,6 +275,7 @@ class McpGrowConfig:
     min_items: int = field(default=2, metadata=_rng(1, 50))
     max_items: int = field(default=6, metadata=_rng(1, 50))
     short_chars: int = field(default=30, metadata=_rng(0, 100000))
+    max_given_items: int = field(default=12, metadata=_rng(1, 1000))
 
 
 @dataclass(frozen=True)

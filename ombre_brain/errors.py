@@ -15,7 +15,8 @@ layer can turn any of them into a clear message (and a 4xx status) without trace
     │   ├── SourceSuppressedError   the source identity was purged and may not return
     │   ├── ProvenanceError    a lower origin tried to overwrite a higher one
     │   ├── DuplicateError     an identical memory exists with other values in the fields given
-    │   └── StaleTargetError   a facts edit named a revision that is no longer current
+    │   ├── StaleTargetError   a facts edit named a revision that is no longer current
+    │   └── DataDirInUseError  another process holds the embedded data directory open for writing
     ├── EmbeddingError         the embedder cannot load, or a space was embedded with another model
     ├── StoreError             Chroma or the ledger failed underneath us
     └── UpstreamError          the proxied LLM answered with an error or not at all
@@ -154,6 +155,12 @@ class StaleTargetError(ConflictError):
     """Raised when an edit targets a revision that is no longer the current one."""
 
     code = "stale_target"
+
+
+class DataDirInUseError(ConflictError):
+    """Raised when another process holds the embedded data directory open for writing (its lock names it)."""
+
+    code = "data_dir_in_use"
 
 
 class EmbeddingError(OmbreError):

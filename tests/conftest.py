@@ -397,19 +397,20 @@ def suite_ledger_mode(request):
             cfg = load_config(cfg, over if cfg.forget.keys else {**over, **PG_KEYS})
         original(self, path, cfg)
 
-    def open_ledger(store, data_dir, **kw):  # commands that open the ledger without a Brain (`jobs`)
+    def open_ledger(store, data_dir, **kw):  # commands that open the ledger without a Brain (`jobs`, `export`)
         if store.ledger.url is None:
             store = load_config({"store": {"ledger": {"url": pg.url_for(Path(data_dir).resolve())}}}).store
         return original_open(store, data_dir, **kw)
 
     from ombre_brain.cli import background
+    from ombre_brain.tools import reader
 
     original_open = background.open_ledger
     brain_module.Brain.__init__ = init
-    background.open_ledger = open_ledger
+    background.open_ledger = reader.open_ledger = open_ledger
     yield
     brain_module.Brain.__init__ = original
-    background.open_ledger = original_open
+    background.open_ledger = reader.open_ledger = original_open
 
 
 @pytest.fixture(params=["embedded", "http"])

@@ -114,7 +114,10 @@ def test_direct_seed_dream_core_archive(cfg):
     blocked(G.direct_seed_gate(PLAN, cand(dream), infer_layer(dream, cfg), state(), cfg), "dream_resonance_only")
     for fields in ({"pinned": True}, {"protected": True}, {"type": "permanent"}):
         core = mk(**fields)
-        blocked(G.direct_seed_gate(PLAN, cand(core), infer_layer(core, cfg), state(), cfg),
+        d = infer_layer(core, cfg)  # never a direct hit; one that answers an explicit lookup goes to Core Memory
+        blocked(G.direct_seed_gate(PLAN, cand(core), d, state(), cfg), "core_memory_answers_lookup")
+        blocked(G.direct_seed_gate(CASUAL, cand(core), d, state(), cfg), "core_memory_stable_only")
+        blocked(G.direct_seed_gate(PLAN, cand(core, admitted=False, reason="no_topic_evidence"), d, state(), cfg),
                 "core_memory_stable_only")
     archive = mk(archived=True, resolved=True)
     d = infer_layer(archive, cfg)

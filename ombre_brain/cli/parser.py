@@ -162,17 +162,34 @@ def build_parser() -> argparse.ArgumentParser:
                                               "Asia/Shanghai")
     p.set_defaults(func=store.cmd_import)
 
-    p = sub.add_parser("purge", help="forget buckets, a source or a whole space, with a signed receipt")
+    p = sub.add_parser("purge", help="forget buckets, a source or a whole space, with a signed receipt",
+                       description="Forget what one target names, everywhere (docs/forgetting.md), and print the "
+                       "answer with its signed receipt as JSON. Name exactly one target: --bucket (repeatable), "
+                       "--source or --whole-space.",
+                       epilog="exit status: 0 purged; 3 the target matched nothing (status nothing_matched, every "
+                       "deleted count 0; a --source is still suppressed from now on); 2 an error (nothing was "
+                       "purged)")
     _common(p)
-    p.add_argument("--space", required=True)
-    p.add_argument("--bucket", action="append", dest="bucket_ids", default=None)
-    p.add_argument("--source", default=None)
-    p.add_argument("--whole-space", action="store_true")
+    p.add_argument("--space", required=True, help="the space to purge in, e.g. haven:xiaoyu")
+    p.add_argument("--bucket", action="append", dest="bucket_ids", default=None, metavar="ID",
+                   help="a bucket id to forget; repeat for several")
+    p.add_argument("--source", default=None, metavar="S",
+                   help="a source identity: forget what only it wrote, release its claim on the rest, and refuse "
+                        "its material from now on")
+    p.add_argument("--whole-space", action="store_true", help="forget every memory, fact and log of the space")
     p.set_defaults(func=store.cmd_purge)
 
-    p = sub.add_parser("verify-receipt", help="verify a purge receipt file")
-    _common(p)  # --data: a receipt signed with the data directory's local key is verified with it
-    p.add_argument("file")
+    p = sub.add_parser("verify-receipt", help="verify a purge receipt file",
+                       description="Check a purge receipt's signature: the bare {payload, signature} or the whole "
+                       "answer of `purge` / POST /v1/purge. Read-only: it runs beside a serving process.",
+                       epilog="exit status: 0 the receipt verifies; 1 it does not (or is not a receipt); 2 it cannot "
+                       "be checked (config, unreadable file)")
+    p.add_argument("--data", default="./ombre-data",
+                   help="data directory whose local key (forget.key) signed the receipt (default ./ombre-data); "
+                        "not needed when the config names forget.keys")
+    p.add_argument("--config", default=None, help="YAML overlay naming forget.keys, the keys a shared "
+                   "deployment signs with (docs/deploy.md)")
+    p.add_argument("file", help="the receipt file (JSON)")
     p.set_defaults(func=store.cmd_verify_receipt)
 
     p = sub.add_parser("dream", help="the dream engine")

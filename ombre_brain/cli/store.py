@@ -15,12 +15,14 @@ from ..tools.doctor import describe_space, doctor
 from ..tools.migrate_ledger import migrate_ledger
 from ..tools.ombre_md import import_ombre_md, naive_zone
 from ..tools.portability import export_rows, import_jsonl, write_export
+from ..tools.reader import open_reader
 from .common import open_brain, print_json, progress_bar
 
 
 def cmd_export(args) -> int:
-    with open_brain(args) as brain:
-        header, rows = export_rows(brain, args.space)
+    """Read-only: the ledger alone, without the data directory's lock, so it runs beside `serve`."""
+    with open_reader(args.data, args.config) as reader:
+        header, rows = export_rows(reader, args.space)
         bar = progress_bar(len(rows), "export")
         try:
             write_export(header, rows, args.out, progress=bar.update)
@@ -89,12 +91,22 @@ def cmd_reindex(args) -> int:
     return 0
 
 
+EXIT_NOTHING_MATCHED = 3
+
+
 def cmd_purge(args) -> int:
+    """Exit 0 when something was purged, 3 when the target matched nothing (the receipt says so too)."""
+    named = [flag for flag, given in (("--bucket", args.bucket_ids), ("--source", args.source is not None),
+                                      ("--whole-space", args.whole_space)) if given]
+    if len(named) != 1:
+        raise ValidationError("name exactly one target: --bucket ID (repeatable), --source S or --whole-space; "
+                              f"got {' and '.join(named) or 'none'}")
     with open_brain(args) as brain:
         receipt = brain.purge(args.space, bucket_ids=args.bucket_ids, source=args.source,
                               whole_space=bool(args.whole_space))
-    print_json(answer(receipt))
-    return 0
+    out = answer(receipt)
+    print_json(out)
+    return EXIT_NOTHING_MATCHED if out["status"] == receipts.NOTHING_MATCHED else 0
 
 
 def cmd_verify_receipt(args) -> int:

@@ -180,12 +180,7 @@ class Forgetter:
 
     def check_source(self, space: str, source: str) -> None:
         """Refuse material from a purged source identity (HTTP 409 ``source_suppressed``)."""
-        row = self.ledger.one("SELECT purge_id FROM suppressed_sources WHERE space = ? AND digest = ?",
-                              (space, source_digest(space, source)))
-        if row is not None:
-            raise SourceSuppressedError(
-                f"source {source!r} was purged from space {space!r} (purge {row['purge_id']}); "
-                "material from a purged source is not stored again")
+        check_source(self.ledger, space, source)
 
     # ------------------------------------------------------------ receipts
 
@@ -389,9 +384,21 @@ class Forgetter:
         return finished
 
 
+def check_source(ledger, space: str, source: str) -> None:
+    """Refuse material from a purged source identity (HTTP 409 ``source_suppressed``); reads the ledger only."""
+    row = ledger.one("SELECT purge_id FROM suppressed_sources WHERE space = ? AND digest = ?",
+                     (space, source_digest(space, source)))
+    if row is not None:
+        raise SourceSuppressedError(
+            f"source {source!r} was purged from space {space!r} (purge {row['purge_id']}); "
+            "material from a purged source is not stored again")
+
+
 def answer(receipt: dict) -> dict:
-    """The HTTP and CLI answer for a purge."""
-    return {"status": "purged", "purge_id": receipt["payload"]["purge_id"], "receipt": receipt}
+    """The HTTP and CLI answer for a purge: ``status`` is ``purged``, or ``nothing_matched`` when the target
+    matched nothing (the receipt's deleted counts are all 0; a source named is suppressed all the same)."""
+    return {"status": receipts.status_of(receipt["payload"]), "purge_id": receipt["payload"]["purge_id"],
+            "receipt": receipt}
 
 
-__all__ = ["Forgetter", "Plan", "answer", "source_digest", "target_of"]
+__all__ = ["Forgetter", "Plan", "answer", "check_source", "source_digest", "target_of"]

@@ -59,6 +59,19 @@ def make_receipt(payload: Mapping[str, Any], secret: bytes) -> dict:
 
 
 ANSWER_FIELDS = frozenset({"status", "purge_id", "receipt"})  # a whole POST /v1/purge answer
+PURGED, NOTHING_MATCHED = "purged", "nothing_matched"
+
+
+def matched_nothing(payload: Mapping[str, Any]) -> bool:
+    """True when a purge found nothing to remove: every deleted count 0 and no claim released."""
+    deleted = payload.get("deleted")
+    counts = deleted.values() if isinstance(deleted, Mapping) else ()
+    return not any(counts) and not payload.get("released")
+
+
+def status_of(payload: Mapping[str, Any]) -> str:
+    """The answer's ``status`` for a receipt payload: ``purged``, or ``nothing_matched`` (deleted counts all 0)."""
+    return NOTHING_MATCHED if matched_nothing(payload) else PURGED
 RECEIPT_FIELDS = frozenset({"payload", "signature"})
 
 
@@ -66,8 +79,9 @@ def unwrap(document: Any) -> dict:
     """The receipt inside a file: a bare ``{payload, signature}`` or a whole ``POST /v1/purge`` answer.
 
     Only the payload is signed, so nothing unsigned may say something else: a field beside the
-    receipt that disagrees with the payload (another ``purge_id``, a ``status`` other than
-    ``purged``), or one that is not part of either shape, makes the receipt invalid.
+    receipt that disagrees with the payload (another ``purge_id``, a ``status`` other than the
+    payload's: ``purged``, or ``nothing_matched`` when every deleted count is 0), or one that is
+    not part of either shape, makes the receipt invalid.
     """
     outer: Mapping = {}
     if isinstance(document, Mapping) and isinstance(document.get("receipt"), Mapping):
@@ -84,8 +98,9 @@ def unwrap(document: Any) -> dict:
     if "purge_id" in outer and outer["purge_id"] != payload.get("purge_id"):
         raise _invalid(f"purge_id {outer['purge_id']!r} beside the receipt differs from the signed payload's "
                        f"{payload.get('purge_id')!r}")
-    if "status" in outer and outer["status"] != "purged":
-        raise _invalid(f"status {outer['status']!r} beside the receipt is not 'purged'")
+    if "status" in outer and outer["status"] != status_of(payload):
+        raise _invalid(f"status {outer['status']!r} beside the receipt is not {status_of(payload)!r}, what the "
+                       "signed payload says")
     if payload.get("typ") != RECEIPT_TYPE:
         raise _invalid(f"payload typ is {payload.get('typ')!r}, expected {RECEIPT_TYPE!r}")
     if not isinstance(payload.get("kid"), str) or not payload["kid"]:

@@ -31,7 +31,7 @@ from ..turn.budget import estimate_tokens
 from .access import Call
 from .format import Reply, quote, turn_view
 from .recall import breath
-from .registry import Space, Tags, tag_list, tool
+from .registry import Bool, Space, Tags, tag_list, tool
 
 __all__ = ["breath_advanced"]
 
@@ -95,7 +95,7 @@ def breath_advanced(
     max_results: Annotated[int, Field(description="0 = default; at most 50")] = 0,
     importance_min: Annotated[int, Field(description="1-10: list memories at least this important; -1 none")] = -1,
     tags: Tags = "",
-    catalog: Annotated[bool, Field(description="one metadata line per memory, no bodies")] = False,
+    catalog: Annotated[Bool, Field(description="one metadata line per memory, no bodies")] = False,
     space: Space = None,
 ) -> Reply:
     space = call.space(space)

@@ -10,7 +10,7 @@ read JSON.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,16 +63,16 @@ def bucket_brief(bucket: Bucket, cfg: Config) -> dict[str, Any]:
             "last_active": bucket.last_active}
 
 
-def _row(section: SectionOut, item) -> dict[str, Any]:
+def _row(section: SectionOut, item, words: Mapping[str, str]) -> dict[str, Any]:
     gate = item.runtime_gate or {}
     reason = gate.get("reason") or ""
     return {"bucket_id": item.bucket_id, "section": section.key, "layer": item.layer, "shape": item.shape,
-            "reason": reason, "why": describe(reason), "text": item.text, "layer_debug": item.layer_debug,
-            "runtime_gate": gate}
+            "reason": reason, "why": words.get(reason) or describe(reason), "text": item.text,
+            "layer_debug": item.layer_debug, "runtime_gate": gate}
 
 
 def turn_view(turn: Turn, cfg: Config, *, keep: Callable[[str], bool] | None = None,
-              limit: int | None = None) -> tuple[str, dict[str, Any]]:
+              limit: int | None = None, words: Mapping[str, str] | None = None) -> tuple[str, dict[str, Any]]:
     """A turn as the rendered sections plus an index of every memory with its id, layer and gate reason.
 
     Each memory shown carries the turn's own ``layer_debug`` and ``runtime_gate`` objects, the same
@@ -80,8 +80,9 @@ def turn_view(turn: Turn, cfg: Config, *, keep: Callable[[str], bool] | None = N
     full objects of every candidate would triple the reply, and the SDK's serialisation of it
     costs more than the turn; ``/api/recall-debug`` has them all).
 
-    ``keep`` drops memories (a domain or date filter); ``limit`` caps how many are listed. Notes
-    that are not memories (the UNKNOWN line, the persona block) stay.
+    ``keep`` drops memories (a domain or date filter); ``limit`` caps how many are listed; ``words``
+    replaces the gates' words for some reason codes where the tool asked the question itself (breath has
+    no query to ask about recent times). Notes that are not memories (the UNKNOWN line, the persona block) stay.
     """
     rows: list[dict[str, Any]] = []
     groups: list[list[SectionOut]] = []
@@ -93,7 +94,7 @@ def turn_view(turn: Turn, cfg: Config, *, keep: Callable[[str], bool] | None = N
                 if it.bucket_id is not None:
                     if (keep is not None and not keep(it.bucket_id)) or (limit is not None and len(rows) >= limit):
                         continue
-                    rows.append(_row(sec, it))
+                    rows.append(_row(sec, it, words or {}))
                 items.append(it)
             if items:
                 kept_sections.append(SectionOut(sec.key, sec.title, tuple(items)))

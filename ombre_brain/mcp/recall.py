@@ -39,6 +39,9 @@ BREATH_UNUSED = {
     "tags": "breath() has no tag filter; use breath_search",
     "catalog": "there is no catalog listing; pulse() lists the newest memories",
 }
+BREATH_WORDS = {  # breath() asks for recent memory itself; there is no query to ask about recent times
+    "explicit_recent": "breath() holds the newest memories in mind (created or active within mcp.breath.recent_hours)",
+}
 SEARCH_UNUSED = {"quotes": "quotes are stored as comments and shown with their bucket, not listed by search"}
 
 
@@ -71,7 +74,7 @@ def breath(call: Call) -> Reply:
             call.note(f"{name} only applies to a search (breath with a query, or breath_search)")
     call.unused(BREATH_UNUSED)
     turn = call.brain.breath(space, call.access.session)
-    text, data = turn_view(turn, call.config)
+    text, data = turn_view(turn, call.config, words=BREATH_WORDS)
     head = (f"breath · space {space}: what to hold in mind now, {len(data['items'])} memories "
             "(read only: nothing was recorded, no cooldown was spent)")
     selves = call.brain.self_model.newest(space)  # the start of a session carries them; they never surface
@@ -125,7 +128,7 @@ def breath_search(
     if wanted:
         return _exact(call, space, query, wanted, domain, date_from, date_to, max_results)
     heard = list(context_messages(context)) if context else None  # design §14: the conversation before the query
-    turn = brain.turn(space, call.access.session, query, context=heard, dry_run=True)
+    turn = brain.turn(space, call.access.session, query, context=heard, dry_run=True, lookup=True)
     keep = _filter(brain, space, turn, domain, date_from, date_to)
     text, data = turn_view(turn, call.config, keep=keep, limit=max_results or call.config.mcp.search_max_results)
     n = len(data["items"])

@@ -19,12 +19,23 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Annotated, Any
 
 from mcp_types import ToolAnnotations
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from ..errors import ValidationError
+from ..fields import BOOLEAN_FORMS, parse_bool
 from .format import Reply
 
-__all__ = ["TOOLS", "Flag", "Space", "Tags", "ToolRegistry", "ToolSpec", "tag_list", "tool"]
+__all__ = ["TOOLS", "Bool", "Flag", "Space", "Tags", "ToolRegistry", "ToolSpec", "tag_list", "tool"]
+
+
+def _strict_bool(value: Any) -> bool:
+    """Only the documented forms of a flag (true/false, 1/0, "true"/"false"): the SDK's own bool would take
+    "yes", "on" or "y" for true, and a memory would be pinned on a guess."""
+    try:
+        return parse_bool(value, "")
+    except ValidationError:
+        raise ValueError(f"expected true or false, got {value!r:.40} (a flag is {BOOLEAN_FORMS})") from None
+
 
 Space = Annotated[str | None, Field(description="memory space; default: X-Ombre-Space, else the server's")]
 Flag = Annotated[int, Field(description="-1 no change, 0 off, 1 on")]
@@ -42,6 +53,9 @@ def tag_list(value: Any, field: str) -> list[str]:
         return [t.strip() for t in value if t.strip()]
     raise ValidationError("expected comma-separated text or a list of strings", field=field)
 
+
+Bool = Annotated[bool, BeforeValidator(_strict_bool)]
+"""A boolean parameter: true/false, 1/0 or "true"/"false"; anything else is a tool error naming it."""
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 DESTRUCTIVE = ToolAnnotations(destructive_hint=True, open_world_hint=False)

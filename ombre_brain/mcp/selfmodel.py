@@ -17,7 +17,7 @@ from ..kinds.fields import ASPECTS, kind_part
 from ..kinds.selfmodel import PROMOTE_AFTER
 from .access import Call
 from .format import Reply, quote, self_lines
-from .registry import Space, tool
+from .registry import Bool, Space, tool
 
 __all__ = ["I"]
 
@@ -31,7 +31,7 @@ def I(  # noqa: E743  (Ombre-Brain's tool name)
     content: Annotated[str, Field(description="what you have come to think about yourself (a candidate), or, with "
                                               "promote, the formal entry's refined words")] = "",
     aspect: Annotated[str, Field(description=", ".join(ASPECTS))] = "",
-    read: Annotated[bool, Field(description="list the entries")] = False,
+    read: Annotated[Bool, Field(description="list the entries")] = False,
     limit: Annotated[int, Field(description="formal entries listed, 1-100")] = 20,
     promote: Annotated[str, Field(description="the id of a candidate to make a formal entry")] = "",
     space: Space = None,

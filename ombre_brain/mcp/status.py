@@ -21,9 +21,9 @@ from ..errors import ValidationError
 from ..kinds.anchors import ANCHOR_LIMIT
 from ..memory_layers import infer_layer
 from ..timeutil import now_utc
-from .access import Call
+from .access import Access, Call
 from .format import Reply, bucket_brief, plan_lines, quote, self_lines
-from .registry import Space, tool
+from .registry import Bool, Space, tool
 
 __all__ = ["dream", "pulse"]
 
@@ -39,7 +39,7 @@ def dream(
     call: Call,
     window_hours: Annotated[int, Field(description=f"the hours of recent memories to dream from, 1-{MAX_WINDOW_HOURS}; "
                                                    "0 = dream.window_hours from the config")] = 0,
-    inspiration: Annotated[bool, Field(description="Ombre-Brain's; not used here: "
+    inspiration: Annotated[Bool, Field(description="Ombre-Brain's; not used here: "
                                                    + DREAM_UNUSED["inspiration"])] = False,
     space: Space = None,
 ) -> Reply:
@@ -78,7 +78,7 @@ def dream(
       read_only=True)
 def pulse(
     call: Call,
-    include_archive: Annotated[bool, Field(description="Ombre-Brain's; not used here: "
+    include_archive: Annotated[Bool, Field(description="Ombre-Brain's; not used here: "
                                                       + PULSE_UNUSED["include_archive"])] = False,
     space: Space = None,
 ) -> Reply:
@@ -96,12 +96,14 @@ def pulse(
     last_dream = bucket_brief(dreams[0], cfg) | {"surfaced": bool(dreams[0].surfaced)} if dreams else None
     emb = brain.embedder
     embedder = {"model_id": emb.model_id, "dimension": emb.dimension, "cjk_capable": emb.cjk_capable}
-    spaces = call.access.visible(brain.spaces())
+    known = brain.store.known_space(space)
+    spaces = _visible_spaces(call.access, brain.spaces())
     kinds = {"letters": brain.letters.counts(space), "plans": brain.plans.counts(space),
              "anchors": len(brain.anchors.anchored(space)), "anchor_limit": ANCHOR_LIMIT,
              "self": brain.self_model.counts(space)}
     lines = [f"pulse · space {space}: {total} {'memory' if total == 1 else 'memories'}"
-             + (f" (layers counted over the newest {len(scanned)})" if len(scanned) < total else "")]
+             + (f" (layers counted over the newest {len(scanned)})" if len(scanned) < total else "")
+             + ("" if known else " (nothing was ever written to this space)")]
     if layers:
         lines.append("by layer: " + ", ".join(f"{k} {n}" for k, n in sorted(layers.items(), key=lambda x: -x[1])))
     if newest:
@@ -115,9 +117,21 @@ def pulse(
     lines.append(f"embedder: {emb.model_id} ({emb.dimension} dimensions{', CJK-capable' if emb.cjk_capable else ''})")
     lines.append(f"last dream: {last_dream['bucket_id']} · {quote(last_dream['title'])} · {last_dream['created'][:16]}"
                  f" · {'surfaced' if last_dream['surfaced'] else 'latent'}" if last_dream else "last dream: none yet")
-    if len(spaces) > 1:
-        lines.append("spaces you may use: " + ", ".join(spaces))
+    written = [s for s, w in spaces.items() if w]
+    lines.append("spaces this token can see: " + (", ".join(
+        f"{s}{'' if w else ' (never written)'}" for s, w in spaces.items()) or "none written yet")
+        + ("; pass space=… to use another" if len(spaces) > 1 or (written and written != [space]) else ""))
     return Reply("\n".join(lines), {
-        "tool": "pulse", "space": space, "total": total, "scanned": len(scanned), "layers": dict(layers),
-        "newest": newest, "jobs": {s: jobs.get(s, 0) for s in JOB_STATES}, "embedder": embedder,
-        "last_dream": last_dream, "spaces": spaces, "kinds": kinds})
+        "tool": "pulse", "space": space, "space_known": known, "total": total, "scanned": len(scanned),
+        "layers": dict(layers), "newest": newest, "jobs": {s: jobs.get(s, 0) for s in JOB_STATES},
+        "embedder": embedder, "last_dream": last_dream, "spaces": list(spaces), "written_spaces": written,
+        "kinds": kinds})
+
+
+def _visible_spaces(access: Access, written: list[str]) -> dict[str, bool]:
+    """Every space the caller's token can see, with whether anything was ever written to it: all written
+    spaces for a token of every space ("*"), else each space the token names."""
+    have = set(written)
+    if access.scope == "*":
+        return dict.fromkeys(sorted(have), True)
+    return {s: s in have for s in sorted(access.scope)}

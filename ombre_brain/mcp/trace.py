@@ -30,7 +30,7 @@ from ..store.edges import RELATIONS
 from ..timeutil import now_utc
 from .access import Call
 from .format import Reply, history_lines, quote
-from .registry import Flag, Space, Tags, tag_list, tool
+from .registry import Bool, Flag, Space, Tags, tag_list, tool
 
 __all__ = ["trace"]
 
@@ -76,11 +76,11 @@ def trace(
     arousal: Annotated[float, Field(description="0-1; -1 no change")] = -1,
     pinned: Flag = -1, protected: Flag = -1, anchor: Flag = -1, resolved: Flag = -1, digested: Flag = -1,
     dont_surface: Annotated[int, Field(description="1: archive it quietly; 0: let it surface again")] = -1,
-    delete: Annotated[bool, Field(description="archive it (recoverable with restore=True)")] = False,
-    restore: Annotated[bool, Field(description="bring an archived memory back")] = False,
-    hard_delete: Annotated[bool, Field(description="forget it for good; returns a signed receipt")] = False,
+    delete: Annotated[Bool, Field(description="archive it (recoverable with restore=True)")] = False,
+    restore: Annotated[Bool, Field(description="bring an archived memory back")] = False,
+    hard_delete: Annotated[Bool, Field(description="forget it for good; returns a signed receipt")] = False,
     delete_reason: str = "",
-    reinforce: Annotated[bool, Field(description="it came up again: count one more activation")] = False,
+    reinforce: Annotated[Bool, Field(description="it came up again: count one more activation")] = False,
     link_to: Annotated[str, Field(description="a bucket id to link this memory to")] = "",
     relation: Annotated[str, Field(description="same_event, context_of, evidenced_by, relates_to, "
                                                "old_version, conflict")] = "relates_to",
@@ -257,5 +257,6 @@ def _purge(call: Call, space: str, bucket_id: str) -> Reply:
                                                        "there); the receipt records the purge")
     text = (f"{what} · space {space}. Signed receipt {payload['purge_id']} (key {payload['kid']}): save the "
             "structured content's `receipt` as a file and check it with `ombre-brain verify-receipt --data DIR FILE`.")
-    return Reply(text, {"tool": "trace", "space": space, "bucket_id": bucket_id, "action": "purged",
-                        "receipt": answer(receipt)})
+    out = answer(receipt)
+    return Reply(text, {"tool": "trace", "space": space, "bucket_id": bucket_id, "action": out["status"],
+                        "receipt": out})

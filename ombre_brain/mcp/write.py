@@ -27,7 +27,7 @@ from ..memory_layers import infer_layer
 from ..timeutil import iso, now_utc
 from .access import Call
 from .format import Reply, quote
-from .registry import Space, Tags, tag_list, tool
+from .registry import Bool, Space, Tags, tag_list, tool
 from .split import Piece, derive_title, split_by_llm, split_by_rules
 
 __all__ = ["grow", "hold", "memory_fields"]
@@ -40,6 +40,7 @@ HOLD_UNUSED = {
     "references": "link memories with trace(bucket_id, link_to=…)",
 }
 GROW_UNUSED = {"test_data": HOLD_UNUSED["test_data"]}
+AFFECT_CHARS = 2000  # what the planner reads of a text (recall_policy.MAX_QUERY_CHARS): cue words near its start
 ITEM_KEYS = frozenset({"title", "name", "content", "tags", "importance", "domain", "valence", "arousal",
                        "why_remembered", "meaning", "quotes", "event_time", "source_ranges"})
 
@@ -75,10 +76,13 @@ def memory_fields(call: Call, *, content: Any, title: Any = "", tags: Any = "", 
         if value not in (None, -1):
             fields[name] = value
         else:
-            affect = affect or call.brain.policy.plan_query(content[:2000])
+            affect = affect or call.brain.policy.plan_query(content[:AFFECT_CHARS])
             cue = affect.query_valence if name == "valence" else affect.query_arousal
             if cue is not None:
                 fields[name] = cue
+    if affect is not None and len(content) > AFFECT_CHARS:  # said, not hidden: the rest was not read for it
+        call.note(f"{field}: valence and arousal were read from the cue words of the first {AFFECT_CHARS:,} of "
+                  f"{len(content):,} characters; pass valence and arousal to set them for the whole text")
     comments = _comments(why_remembered, meaning, quotes)
     if comments:
         fields["comments"] = comments
@@ -97,15 +101,15 @@ def hold(
     importance: Annotated[int, Field(description="1-10")] = 5,
     valence: Annotated[float, Field(description="0 painful .. 1 sweet; -1 = from cue words")] = -1,
     arousal: Annotated[float, Field(description="0 calm .. 1 intense; -1 = from cue words")] = -1,
-    pinned: Annotated[bool, Field(description="core memory: always held in mind")] = False,
-    feel: Annotated[bool, Field(description="a feeling about another memory (source_bucket)")] = False,
+    pinned: Annotated[Bool, Field(description="core memory: always held in mind")] = False,
+    feel: Annotated[Bool, Field(description="a feeling about another memory (source_bucket)")] = False,
     source_bucket: str = "",
     domain: Tags = "",
     why_remembered: str = "",
     meaning: Annotated[str | list[str] | None,
                        Field(description="why it is worth remembering, first person (kept as a comment)")] = None,
     media: Annotated[Any, Field(description="Ombre-Brain's; not used here: " + HOLD_UNUSED["media"])] = None,
-    test_data: Annotated[bool, Field(description="Ombre-Brain's; not used here: " + HOLD_UNUSED["test_data"])] = False,
+    test_data: Annotated[Bool, Field(description="Ombre-Brain's; not used here: " + HOLD_UNUSED["test_data"])] = False,
     event_time: Annotated[str, Field(description="when it happened, ISO-8601 with offset")] = "",
     space: Space = None,
 ) -> Reply:
@@ -211,6 +215,10 @@ def grow(
     """File a longer text as several memories (Ombre-Brain's ``grow``), all validated before any is written."""
     space = call.space(space)
     batch = f"g_{uuid.uuid4().hex[:12]}"
+    cap = call.config.mcp.grow.max_given_items
+    if items and len(items) > cap:
+        raise ValidationError(f"has {len(items)} memories; one grow files at most {cap} (Ombre-Brain cuts a text "
+                              f"into 2-6; mcp.grow.max_given_items): send the rest in another call", field="items")
     if items:
         rows, how = [_item(call, i, it) for i, it in enumerate(items)], "items"
         shared = content if isinstance(content, str) and content.strip() else ""
@@ -243,7 +251,7 @@ def grow(
     for row in rows:
         row.update(space=space, tags=[*row.get("tags", []), f"grow_batch:{batch}"])
     call.unused(GROW_UNUSED)
-    ids = call.brain.write_many(rows, now=now_utc())
+    ids = call.brain.write_many(rows, now=now_utc(), one_text=True)  # one text: one memory's embedding budget
     closed = _close_plans(call, space, ids)
     memories = [{"bucket_id": bid, "title": row["title"], "type": row.get("type", "dynamic")}
                 for bid, row in zip(ids, rows, strict=True)]

@@ -55,7 +55,10 @@ from .lanes import (  # noqa: E402
     ModelQueue,
     bound_passage,
     bound_query,
+    fit_prefix,
     lanes_for,
+    share_tokens,
+    split_budget,
     token_batches,
 )
 
@@ -131,6 +134,36 @@ class Embedder:
     def passages(self, texts: Sequence[str]) -> np.ndarray:
         """Embed documents (moments) in the passage role: (n, d) float32, L2-normalised."""
         return self._embed(list(texts), is_query=False)
+
+    def memory_passages(self, memories: Sequence[Sequence[str]], *, budget: int | None = None,
+                        shared: bool = False) -> np.ndarray:
+        """Embed several memories' moment texts in the passage role, each memory within ``budget`` tokens.
+
+        Returns one row per text, in order, as :meth:`passages` does. A memory over its budget is
+        embedded as :func:`~.lanes.share_tokens` plans it: each moment from its first tokens, or runs
+        of moments from the head of their joined text (every moment of a run gets the run's vector).
+        ``shared``: the memories are pieces of one text and share one ``budget`` (:func:`~.lanes.split_budget`).
+        ``budget`` None embeds every text whole, up to what the model reads.
+        """
+        texts: list[str] = []
+        repeats: list[int] = []
+        count = lambda t: self._count_tokens(t, False)  # noqa: E731
+        bounded_all = [[self._bound(t, False) for t in memory] for memory in memories]
+        budgets = [budget] * len(bounded_all)
+        if budget and shared:
+            budgets = split_budget([sum(n for _, n in bounded) for bounded in bounded_all], budget)
+        for bounded, budget in zip(bounded_all, budgets, strict=True):
+            sizes = [n for _, n in bounded]
+            plan = share_tokens(sizes, budget) if budget else [(range(i, i + 1), n) for i, n in enumerate(sizes)]
+            for run, cap in plan:
+                text = "\n".join(bounded[i][0] for i in run)
+                if (len(run) > 1 or sizes[run[0]] > cap) and count(text) > cap:
+                    text = fit_prefix(text, cap, count) or text[:1]
+                texts.append(text)
+                repeats.append(len(run))
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.repeat(self._embed(texts, is_query=False), repeats, axis=0)
 
     def query(self, text: str) -> np.ndarray:
         """Embed one query: (d,), read-only, cached by text so a repeated turn costs nothing.

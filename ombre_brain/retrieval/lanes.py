@@ -16,6 +16,13 @@ space's long input from stalling another space's turn (issue 19):
   first, so a one-line query does not queue behind another space's 128-token ones. Bulk batches
   are served in arrival order, so two long writes interleave batch by batch.
 
+- **A budget per memory.** A memory's moments share ``embedding.max_tokens_per_memory`` tokens
+  (:func:`share_tokens`): a long memory's moments are each embedded from their first tokens, and
+  one of very many short moments is embedded in runs of them, so a 20,000-character write costs a
+  few seconds of the model instead of half a minute (issue 35, docs/benchmarks.md). The lexical
+  index still reads every word of every moment. Pieces of one text (MCP ``grow``) share one
+  memory's budget between them (:func:`split_budget`).
+
 Pure standard library: the token counter is passed in.
 """
 
@@ -172,6 +179,50 @@ def bound_query(text: str, limit: int, count: Counter) -> tuple[str, int]:
     return head, count(head)
 
 
+MOMENT_FLOOR_TOKENS = 32
+"""The fewest tokens a moment, or a run of moments, is embedded from when a long memory shares its budget."""
+
+
+def share_tokens(sizes: Sequence[int], budget: int, floor: int = MOMENT_FLOOR_TOKENS) -> list[tuple[range, int]]:
+    """How one memory's moments (of ``sizes`` tokens) share ``budget`` tokens of the model.
+
+    Returns consecutive runs of moments, each embedded once from at most its cap of tokens (a run
+    of several shares one vector). All whole when they fit; else each moment alone under one cap
+    that the short ones do not reach (water-filling: they stay whole, the long ones are cut to
+    their head); and a memory of more moments than ``budget // floor`` in that many runs, so no
+    text is embedded from fewer than ``floor`` tokens.
+    """
+    n = len(sizes)
+    if sum(sizes) <= budget:
+        return [(range(i, i + 1), size) for i, size in enumerate(sizes)]
+    groups = min(n, max(1, budget // max(1, floor)))
+    runs = [range(n * g // groups, n * (g + 1) // groups) for g in range(groups)]
+    totals = [sum(sizes[i] for i in run) for run in runs]
+    cap = water_level(totals, budget)
+    return [(run, min(total, cap)) for run, total in zip(runs, totals, strict=True)]
+
+
+def split_budget(totals: Sequence[int], budget: int, floor: int = MOMENT_FLOOR_TOKENS) -> list[int]:
+    """One budget shared by several memories of ``totals`` tokens: what each may spend (water-filling, so
+    short ones keep what they need and long ones share the rest; none below ``floor`` or its own size)."""
+    if sum(totals) <= budget:
+        return list(totals)
+    level = max(floor, water_level(totals, budget))
+    return [min(t, level) for t in totals]
+
+
+def water_level(sizes: Sequence[int], budget: int) -> int:
+    """The largest cap with ``sum(min(s, cap) for s in sizes) <= budget`` (at least 1)."""
+    rest, left = budget, len(sizes)
+    for s in sorted(sizes):
+        if s * left <= rest:
+            rest -= s
+            left -= 1
+        else:
+            return max(1, rest // left)
+    return max(sizes, default=1)
+
+
 def token_batches(sizes: Sequence[int], *, max_items: int, max_tokens: int) -> list[range]:
     """Consecutive index ranges of at most ``max_items`` texts and ``max_tokens`` tokens (at least one text)."""
     out: list[range] = []
@@ -187,6 +238,7 @@ def token_batches(sizes: Sequence[int], *, max_items: int, max_tokens: int) -> l
 
 
 __all__ = [
-    "BATCH_MAX_TOKENS", "BULK_PRIORITY", "Lane", "ModelQueue", "PASSAGE_MAX_TOKENS", "QUERY_MAX_TOKENS",
-    "SHORT_CALL_TOKENS", "bound_passage", "bound_query", "fit_prefix", "fit_suffix", "lanes_for", "token_batches",
+    "BATCH_MAX_TOKENS", "BULK_PRIORITY", "Lane", "MOMENT_FLOOR_TOKENS", "ModelQueue", "PASSAGE_MAX_TOKENS",
+    "QUERY_MAX_TOKENS", "SHORT_CALL_TOKENS", "bound_passage", "bound_query", "fit_prefix", "fit_suffix", "lanes_for",
+    "share_tokens", "split_budget", "token_batches", "water_level",
 ]

@@ -108,16 +108,19 @@ def _last_user(messages: list) -> int | None:
     return None
 
 
-def _memory_block(space: str, session: str, query: str, context: list) -> tuple[str | None, str]:
-    """(rendered block or None, state) for the X-Ombre-Memory header; a failing turn never breaks the chat."""
+def _memory_block(space: str, session: str, query: str, context: list) -> tuple[str | None, dict[str, str]]:
+    """(rendered block or None, our response headers): ``X-Ombre-Memory`` (injected, none or unavailable) and,
+    when the turn ran, ``X-Ombre-Space-Known`` (false: nothing was ever written to the space). A failing turn
+    never breaks the chat."""
     try:
         turn = get_brain().turn(space, session, query[:MAX_QUERY_CHARS], context=context)
     except Exception:
         log.exception("proxy: the memory turn failed; forwarding without memory")
-        return None, "unavailable"
+        return None, {"X-Ombre-Memory": "unavailable"}
+    known = {"X-Ombre-Space-Known": "true" if turn.space_known else "false"}
     if not (turn.stable or turn.sections) or not turn.rendered.strip():
-        return None, "none"
-    return turn.rendered, "injected"
+        return None, {"X-Ombre-Memory": "none", **known}
+    return turn.rendered, {"X-Ombre-Memory": "injected", **known}
 
 
 def _headers(resp: httpx.Response) -> dict[str, str]:
@@ -149,7 +152,7 @@ def chat_completions():
         raise UpstreamNotConfigured("no upstream LLM is configured: set upstream.base_url "
                                     "(e.g. http://127.0.0.1:9000/v1) in a --config overlay")
 
-    content, memory = request.get_data(), "none"
+    content, memory = request.get_data(), {"X-Ombre-Memory": "none"}
     idx = _last_user(messages)
     if idx is not None:
         block, memory = _memory_block(space, session, message_text(messages[idx].get("content")), messages[:idx])
@@ -157,7 +160,7 @@ def chat_completions():
             forwarded = dict(body)
             forwarded["messages"] = [*messages[:idx], {"role": "system", "content": block}, *messages[idx:]]
             content = json.dumps(forwarded, ensure_ascii=False).encode()
-    ours = {"X-Ombre-Memory": memory, "X-Ombre-Space": space}
+    ours = {**memory, "X-Ombre-Space": space}
 
     stream = body.get("stream") is True
     resp = upstream.post("chat/completions", content, stream=stream)  # UpstreamError -> 502 JSON

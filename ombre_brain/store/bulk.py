@@ -38,13 +38,14 @@ class BulkWriter:
 
     def write_many(self, buckets: Sequence[Bucket], *, dedupe: bool = True, batch_size: int = 256,
                    progress: Callable[[int], None] | None = None,
-                   given: Sequence[Iterable[str]] | None = None) -> list[tuple[str, bool]]:
+                   given: Sequence[Iterable[str]] | None = None, one_text: bool = False) -> list[tuple[str, bool]]:
         """Store many new buckets; returns (id, created) per bucket, in order, as :meth:`Writer.write` would.
 
         Every duplicate id (in the store or the list) and every duplicate whose ``given`` fields
         differ is refused before anything is written; with ``dedupe`` an exact duplicate, in the
         store or earlier in the list, returns the earlier id and adds its source's claim. Each batch
-        holds ``batch_size`` buckets; ``progress`` is called with each batch's size.
+        holds ``batch_size`` buckets; ``progress`` is called with each batch's size. ``one_text``: the
+        buckets are pieces of one text, which share one memory's embedding budget (each batch).
         """
         buckets = list(buckets)
         given = list(given) if given is not None else [()] * len(buckets)
@@ -75,7 +76,7 @@ class BulkWriter:
                 fresh.append((i, b, h))
         for start in range(0, len(fresh), max(1, batch_size)):
             batch = fresh[start:start + max(1, batch_size)]
-            self._write_batch([(b, h) for _, b, h in batch])
+            self._write_batch([(b, h) for _, b, h in batch], one_text=one_text)
             for i, b, _ in batch:
                 results[i] = (b.id, True)
             if progress is not None:
@@ -111,11 +112,11 @@ class BulkWriter:
                 found.setdefault(r["v"], r["id"])
         return found
 
-    def _write_batch(self, batch: list[tuple[Bucket, str]]) -> None:
+    def _write_batch(self, batch: list[tuple[Bucket, str]], *, one_text: bool = False) -> None:
         built = [(b, build_moments(b)) for b, _ in batch]
         texts = [m.text for _, ms in built for m in ms]
         tokens = list(zip([self.core.tokens(t) for t in texts], self.core.seconds(texts), strict=True))
-        vectors = self.core.embedder.passages(texts)
+        vectors = self.core.embed_moments([[m.text for m in ms] for _, ms in built], shared=one_text)
         rows = []
         pos = 0
         for b, ms in built:

@@ -8,23 +8,20 @@ Forgetting and Chroma's files (chromadb 1.5, embedded). Chroma keeps each vector
 places: its write-ahead log (the ``embeddings_queue`` table of ``chroma.sqlite3``, until the
 vector index next persists), the metadata segment (rows of the same file) and the HNSW segment
 directory (``<segment uuid>/data_level0.bin``), where a deleted vector is only marked deleted
-and stays until its slot is reused. Deleting a collection leaves its segment directory behind,
-and freed SQLite pages keep their bytes. So :meth:`ChromaBackend.rebuild` copies a space's live
+and stays until its slot is reused. So :meth:`ChromaBackend.rebuild` copies a space's live
 vectors into a fresh collection and drops the old one, and :meth:`ChromaBackend.compact_files`
-removes segment directories no collection owns and VACUUMs ``chroma.sqlite3``. docs/forgetting.md
-says what remains and how to clear it on a Chroma server.
+cleans what Chroma's API cannot reach (:mod:`.chroma_files`: orphaned segment directories, freed
+SQLite pages, and index slots Chroma wrote from uninitialised memory). A new index's files are
+also scrubbed after this process first uses its space (:meth:`ChromaBackend._settle`), so bytes a
+purge freed cannot land in a collection made afterwards. docs/forgetting.md says what remains and
+how to clear it on a Chroma server.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
-import re
-import shutil
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -35,6 +32,8 @@ import numpy as np
 
 from ..config import ChromaConfig
 from ..errors import StoreError
+from .chroma_files import Scrubber, compact
+from .rwgate import SharedGate
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
@@ -43,7 +42,6 @@ log = logging.getLogger("ombre_brain")
 
 REBUILD_SUFFIX = "-rebuild"  # a space's collection while it is rebuilt; never listed as a space
 COPY_BATCH = 4000
-_SEGMENT_DIR_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 COSINE = {"hnsw": {"space": "cosine"}}
 
 
@@ -55,50 +53,6 @@ def collection_name(space: str, namespace: str = "") -> str:
     """
     key = f"{namespace}\x00{space}" if namespace else space
     return "ob_" + hashlib.sha256(key.encode()).hexdigest()[:32]
-
-
-class _Gate:
-    """Any number of users at once, or one exclusive holder (a rebuild, a VACUUM); reentrant for users."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._users = 0
-        self._closed = False
-        self._mine = threading.local()
-
-    @contextmanager
-    def shared(self) -> Iterator[None]:
-        depth = getattr(self._mine, "depth", 0)
-        if depth == 0:
-            with self._cond:
-                while self._closed:
-                    self._cond.wait()
-                self._users += 1
-        self._mine.depth = depth + 1
-        try:
-            yield
-        finally:
-            self._mine.depth = depth
-            if depth == 0:
-                with self._cond:
-                    self._users -= 1
-                    if not self._users:
-                        self._cond.notify_all()
-
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._cond:
-            while self._closed:
-                self._cond.wait()
-            self._closed = True
-            while self._users:
-                self._cond.wait()
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._closed = False
-                self._cond.notify_all()
 
 
 class ChromaBackend:
@@ -123,9 +77,11 @@ class ChromaBackend:
             where = f"http://{cfg.host}:{cfg.port}" if cfg.mode == "http" else str(path)
             raise StoreError(f"cannot open Chroma ({cfg.mode}) at {where}: {exc}") from None
         self._collections: dict[str, Any] = {}
-        self._files = _Gate()                   # exclusive: compact_files (the whole sqlite file)
-        self._spaces: dict[str, _Gate] = {}      # exclusive: rebuild of one space
+        self._files = SharedGate()                   # exclusive: compact_files, scrubbing (every file of chroma/)
+        self._spaces: dict[str, SharedGate] = {}      # exclusive: rebuild of one space
         self._gates_lock = threading.Lock()
+        self._scrubber = Scrubber(path) if cfg.mode == "embedded" else None
+        self._settled: set[str] = set()          # spaces whose index files were scrubbed since this process used them
 
     # ------------------------------------------------------------ gates
 
@@ -134,9 +90,9 @@ class ChromaBackend:
         with self._files.shared(), self._gate(space).shared():
             yield
 
-    def _gate(self, space: str) -> _Gate:
+    def _gate(self, space: str) -> SharedGate:
         with self._gates_lock:
-            return self._spaces.setdefault(space, _Gate())
+            return self._spaces.setdefault(space, SharedGate())
 
     def _meta(self, space: str) -> dict:
         return {"space": space, "store": self.namespace} if self.namespace else {"space": space}
@@ -175,12 +131,30 @@ class ChromaBackend:
         gone (another process sharing the server rebuilt or dropped the collection since)."""
         with self._use(space):
             try:
-                return fn(self.collection(space))
+                out = fn(self.collection(space))
             except Exception as exc:  # chromadb's NotFoundError: the handle names a collection that is gone
                 if type(exc).__name__ != "NotFoundError":
                     raise
                 self._collections.pop(space, None)
-                return fn(self.collection(space))
+                out = fn(self.collection(space))
+        if space not in self._settled:
+            self._settle(space)
+        return out
+
+    def _settle(self, space: str) -> None:
+        """Scrub the index files Chroma wrote from uninitialised memory, once this process has used the space.
+
+        Chroma creates a space's index files on its first use in a process (a new collection, or one
+        too small to have persisted yet), and fills their unused slots from freed memory, which may
+        hold another memory's vectors, purged ones included (:mod:`.chroma_files`). Every Chroma call
+        of the process waits meanwhile, so no index persists while its file is zeroed.
+        """
+        if self._scrubber is None:
+            self._settled.add(space)
+            return
+        with self._files.exclusive():
+            self._scrubber.run()
+            self._settled.add(space)
 
     def upsert(self, space: str, ids: Sequence[str], embeddings: np.ndarray, metadatas: Sequence[dict],
                documents: Sequence[str] | None = None) -> None:
@@ -249,6 +223,7 @@ class ChromaBackend:
         name = collection_name(space, self.namespace)
         with self._files.shared(), self._gate(space).exclusive():
             self._collections.pop(space, None)
+            self._settled.discard(space)
             for n in (name, name + REBUILD_SUFFIX):
                 try:
                     self.client.delete_collection(n)
@@ -291,6 +266,7 @@ class ChromaBackend:
                 copied += len(got["ids"])
                 offset += len(got["ids"])
             self._collections.pop(space, None)
+            self._settled.discard(space)  # a new index: its files are scrubbed before the space is used again
             self.client.delete_collection(name)
             _rename(self.client, fresh, name)
             self._collections[space] = _get(self.client, name)
@@ -310,25 +286,25 @@ class ChromaBackend:
                 offset += len(got["ids"])
 
     def compact_files(self) -> dict:
-        """Embedded only: remove segment directories no collection owns, then VACUUM chroma.sqlite3.
+        """Embedded only: remove segment directories no collection owns, VACUUM chroma.sqlite3 and zero the
+        index slots Chroma wrote from uninitialised memory (:mod:`.chroma_files`).
 
         Returns what was done; on a Chroma server there is nothing this process can reach.
         """
-        if self.mode != "embedded":
-            return {"orphan_dirs": 0, "vacuumed": False}
-        db = self.path / "chroma.sqlite3"
+        if self._scrubber is None:
+            return {"orphan_dirs": 0, "vacuumed": False, "scrubbed_bytes": 0}
         with self._files.exclusive():
-            removed = 0
-            owned, vacuumed = _sqlite_child(db)
-            if owned is not None:
-                for d in self.path.iterdir():
-                    if d.is_dir() and _SEGMENT_DIR_RE.fullmatch(d.name) and d.name not in owned:
-                        shutil.rmtree(d, ignore_errors=True)
-                        removed += 1
-        return {"orphan_dirs": removed, "vacuumed": vacuumed}
+            return compact(self.path, self._scrubber)
 
     def close(self) -> None:
-        """Release Chroma's files and threads (PersistentClient keeps them until the last close)."""
+        """Release Chroma's files and threads (PersistentClient keeps them until the last close).
+
+        The index files are scrubbed once more first: a space whose index Chroma recreated since its
+        last scrub (its cache let it go and took it back) leaves no uninitialised bytes behind.
+        """
+        if self._scrubber is not None:
+            with self._files.exclusive():
+                self._scrubber.run(force=True)
         self._collections.clear()
         close = getattr(self.client, "close", None)
         if callable(close):
@@ -353,43 +329,3 @@ def _get(client, name: str):
         return client.get_collection(name, embedding_function=None)
     except Exception:  # chromadb raises NotFoundError (1.x) or ValueError (older) for a missing one
         return None
-
-
-# Runs in a child process. Chroma's Rust core links its own SQLite; a second SQLite library in
-# this process would share our POSIX file locks (fcntl locks never conflict within one process),
-# so its VACUUM could rewrite pages under Chroma's open transactions ("database disk image is
-# malformed"), and closing its file would drop Chroma's locks. Across processes the locks hold.
-_CHILD = r"""
-import json, sqlite3, sys, time
-db = sys.argv[1]
-out = {"owned": None, "vacuumed": False, "error": None}
-for attempt in range(4):
-    try:
-        conn = sqlite3.connect(db, timeout=30, isolation_level=None)
-        try:
-            out["owned"] = [r[0] for r in conn.execute("SELECT id FROM segments")]
-            conn.execute("VACUUM")
-            out["vacuumed"] = True
-            break
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        out["error"] = str(exc)
-        time.sleep(0.5 * (attempt + 1))
-print(json.dumps(out))
-"""
-
-
-def _sqlite_child(db: Path) -> tuple[set[str] | None, bool]:
-    """The segment ids Chroma's file owns, and whether VACUUM ran; both done in a child process."""
-    try:
-        done = subprocess.run([sys.executable, "-c", _CHILD, str(db)], capture_output=True, text=True,
-                              timeout=600, check=True)
-        out = json.loads(done.stdout)
-    except (OSError, subprocess.SubprocessError, ValueError) as exc:
-        log.warning("chroma compaction did not run (%s); freed pages of %s keep their bytes for now", exc, db)
-        return None, False
-    if not out["vacuumed"]:
-        log.warning("chroma VACUUM did not run (%s); freed pages of %s keep their bytes until the next compaction",
-                    out["error"], db)
-    return (set(out["owned"]) if out["owned"] is not None else None), bool(out["vacuumed"])

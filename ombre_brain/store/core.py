@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
+
 from ..config import Config
 from ..errors import EmbeddingError
 from ..retrieval.lexical import LexicalIndex
@@ -95,6 +97,15 @@ class StoreCore:
         if enc is None or not texts:
             return [None] * len(texts)
         return [encode_blob(v) for v in enc.passages(texts)]
+
+    def embed_moments(self, memories: Sequence[Sequence[str]], *, shared: bool = False) -> np.ndarray:
+        """The vectors of several memories' moment texts, one row per text: each memory within
+        ``embedding.max_tokens_per_memory`` tokens of the model (retrieval/lanes.py), however it is written
+        (a write, a batch, a re-embedding), so the same memory always gets the same vectors; ``shared``:
+        the memories are pieces of one text, which share that budget (MCP grow; re-embedded, each piece
+        has the whole budget to itself)."""
+        return self.embedder.memory_passages(memories, budget=self.config.embedding.max_tokens_per_memory,
+                                             shared=shared)
 
     def tokens(self, text: str) -> list[str]:
         return self._tokenize(text)

@@ -237,23 +237,29 @@ class Reader:
         return dict(self.core.lexical(space).search(list(tokens), k))
 
     def export_rows(self, conn, space: str) -> tuple[str | None, list[dict], list[dict]]:
-        """(model id, visible buckets as §3 dicts in write order, edges) of a space, read in ``conn``'s snapshot.
+        """(model id, visible buckets, edges) of a space in ``conn``'s snapshot: :func:`export_rows`."""
+        return export_rows(conn, space)
 
-        A bucket other sources also claim carries them in ``sources`` (besides its own ``source``)."""
-        known = conn.execute("SELECT model_id FROM spaces WHERE space = ?", (space,)).fetchone()
-        buckets = [json.loads(r["data"]) for r in conn.execute(
-            f"SELECT data FROM buckets WHERE space = ? AND {VISIBLE} ORDER BY seq", (space,))]
-        edges = [dict(r) for r in conn.execute(
-            "SELECT from_id, to_id, relation, confidence FROM edges WHERE space = ? ORDER BY from_id, to_id, relation",
-            (space,))]
-        claims: dict[str, list[str]] = {}
-        for r in conn.execute("SELECT bucket_id, source FROM bucket_sources WHERE space = ? ORDER BY source", (space,)):
-            claims.setdefault(r["bucket_id"], []).append(r["source"])
-        for b in buckets:  # the other sources that wrote the same text (design §10), when there are any
-            others = [src for src in claims.get(b["id"], ()) if src != (b.get("source") or "")]
-            if others:
-                b["sources"] = others
-        return (known["model_id"] if known is not None else None), buckets, edges
+
+def export_rows(conn, space: str) -> tuple[str | None, list[dict], list[dict]]:
+    """(model id, visible buckets as §3 dicts in write order, edges) of a space, read in ``conn``'s snapshot.
+
+    A bucket other sources also claim carries them in ``sources`` (besides its own ``source``). Ledger reads
+    only, so a read-only export runs beside the process that writes the data directory."""
+    known = conn.execute("SELECT model_id FROM spaces WHERE space = ?", (space,)).fetchone()
+    buckets = [json.loads(r["data"]) for r in conn.execute(
+        f"SELECT data FROM buckets WHERE space = ? AND {VISIBLE} ORDER BY seq", (space,))]
+    edges = [dict(r) for r in conn.execute(
+        "SELECT from_id, to_id, relation, confidence FROM edges WHERE space = ? ORDER BY from_id, to_id, relation",
+        (space,))]
+    claims: dict[str, list[str]] = {}
+    for r in conn.execute("SELECT bucket_id, source FROM bucket_sources WHERE space = ? ORDER BY source", (space,)):
+        claims.setdefault(r["bucket_id"], []).append(r["source"])
+    for b in buckets:  # the other sources that wrote the same text (design §10), when there are any
+        others = [src for src in claims.get(b["id"], ()) if src != (b.get("source") or "")]
+        if others:
+            b["sources"] = others
+    return (known["model_id"] if known is not None else None), buckets, edges
 
 
 def _moment(r) -> Moment:

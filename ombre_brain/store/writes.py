@@ -74,7 +74,7 @@ class Writer:
         moments = build_moments(bucket)
         texts = [m.text for m in moments]
         tokens = list(zip([self.core.tokens(t) for t in texts], self.core.seconds(texts), strict=True))
-        vectors = self.core.embedder.passages(texts)
+        vectors = self.core.embed_moments([texts])
         return moments, tokens, vectors
 
     def write(self, bucket: Bucket, *, dedupe: bool = True, given: Iterable[str] = ()) -> tuple[str, bool]:
@@ -151,15 +151,16 @@ class Writer:
 
     def reembed(self, buckets: Sequence[Bucket]) -> int:
         """Put the ledger's moments of these buckets into Chroma again, embedded in one batch."""
-        moments = [(b, m) for b in buckets for m in self.reads.moments(b.space, b.id)]
-        if not moments:
+        own = [(b, self.reads.moments(b.space, b.id)) for b in buckets]
+        own = [(b, ms) for b, ms in own if ms]
+        if not own:
             return 0
-        vectors = self.core.embedder.passages([m.text for _, m in moments])
-        for b in buckets:
-            idx = [i for i, (bb, _) in enumerate(moments) if bb.id == b.id]
-            if idx:
-                self._chroma_put(b, [moments[i][1] for i in idx], vectors[idx])
-        return len(moments)
+        vectors = self.core.embed_moments([[m.text for m in ms] for _, ms in own])
+        pos = 0
+        for b, ms in own:
+            self._chroma_put(b, ms, vectors[pos:pos + len(ms)])
+            pos += len(ms)
+        return pos
 
     # ------------------------------------------------------------ updates
 
@@ -281,7 +282,7 @@ class Writer:
             self.core.ensure_space(bucket.space)
             stale = [i for i in self.chroma.ids_for_bucket(bucket.space, bucket.id) if i not in keep]
             self.chroma.delete(bucket.space, stale)
-            vectors = self.core.embedder.passages([m.text for m in moments])
+            vectors = self.core.embed_moments([[m.text for m in moments]])
             self._chroma_put(bucket, moments, vectors)
             self._commit(bucket.space, bucket.id)
             done["rolled_forward"] += 1

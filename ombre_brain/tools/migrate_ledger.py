@@ -27,6 +27,7 @@ from ..forget import purge
 from ..gateway import jobs, sessions
 from ..kinds import migrate as kinds_migrate
 from ..store.chroma import ChromaBackend
+from ..store.dirlock import DataDirLock
 from ..store.ledger import LEDGER_FILE, Ledger, SqliteLedger, open_ledger
 from ..store.ledger.base import is_postgres_url
 from ..store.ledger.transfer import copy_ledger, filled_tables
@@ -51,6 +52,7 @@ def migrate_ledger(source: str | Path, url: str, config: Config, *,
     if not (source / LEDGER_FILE).is_file():
         raise NotFoundError(f"no embedded ledger at {source / LEDGER_FILE}; --from takes the data directory")
     store_cfg = dataclasses.replace(config.store, ledger=dataclasses.replace(config.store.ledger, url=url))
+    hold = DataDirLock.acquire(source)  # a moving installation must be stopped: its writer would go on without us
     src = SqliteLedger(source / LEDGER_FILE, config.store.ledger_busy_timeout_ms)
     dst = open_ledger(store_cfg, source)
     try:
@@ -73,6 +75,7 @@ def migrate_ledger(source: str | Path, url: str, config: Config, *,
     finally:
         src.close()
         dst.close()
+        hold.release()
 
 
 def _copy_vectors(source: Path, config: Config, src: Ledger, namespace: str) -> int:

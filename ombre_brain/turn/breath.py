@@ -12,7 +12,8 @@ in mind now", so it runs the very same read pipeline with two changes, both take
   resonance, since an empty query resonates with almost nothing.
 
 Every gate still decides and every reason code is still the gates' own; the breath turn is a
-dry run, so it records no round, cooldown or dream claim.
+dry run, so it records no round, cooldown or dream claim. ``breath_search`` is a chat turn's
+pipeline too, with one change (:class:`LookupPlanner`): its plan is an explicit lookup.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from .context import TurnParts
 if TYPE_CHECKING:
     from ..recall_policy import RecallPolicy
 
-__all__ = ["BreathPlanner", "breath_config", "breath_parts"]
+__all__ = ["BreathPlanner", "LookupPlanner", "breath_config", "breath_parts", "lookup_parts"]
 
 
 def breath_config(cfg: Config) -> Config:
@@ -64,3 +65,23 @@ def breath_parts(parts: TurnParts) -> TurnParts:
     cfg = breath_config(parts.config)
     planner = BreathPlanner(parts.policy, favorite=cfg.mcp.breath.favorite_memory > 0)
     return dataclasses.replace(parts, config=cfg, policy=planner)  # type: ignore[arg-type]
+
+
+class LookupPlanner:
+    """The space's planner for an explicit search (MCP ``breath_search``): a plan that reads anything is a lookup.
+
+    A search is asked for by name, cue words or not ("过敏" alone plans as casual chat), so a pinned memory that
+    answers it reaches Core Memory as it would for "我对什么过敏来着" (turn/gates.py, turn/side.py).
+    """
+
+    def __init__(self, policy: RecallPolicy) -> None:
+        self._policy = policy
+
+    def plan_query(self, query: str, context: Sequence[dict] | None = None) -> QueryPlan:
+        plan = self._policy.plan_query(query, context)
+        return plan if plan.skip_reason else dataclasses.replace(plan, memory_lookup=True)
+
+
+def lookup_parts(parts: TurnParts) -> TurnParts:
+    """The turn parts of an explicit search: the chat turn's, with :class:`LookupPlanner`."""
+    return dataclasses.replace(parts, policy=LookupPlanner(parts.policy))  # type: ignore[arg-type]

@@ -79,8 +79,9 @@ def direct_seed_gate(plan: QueryPlan, cand: Candidate, decision: LayerDecision, 
         return GateResult(False, "layer_never_direct")
     if mode == "resonance":
         return GateResult(False, "dream_resonance_only")
-    if mode == "explicit_or_interval":
-        return GateResult(False, "core_memory_stable_only")
+    if mode == "explicit_or_interval":  # never a direct hit; one that answers an explicit lookup goes to Core Memory
+        answers = cand.admission.admitted and (plan.memory_lookup or plan.context_mode == "memory_lookup")
+        return GateResult(False, "core_memory_answers_lookup" if answers else "core_memory_stable_only")
     if mode == "explicit_old" and not plan.explicit_old:
         return GateResult(False, "archive_needs_explicit_old")
     adm = cand.admission

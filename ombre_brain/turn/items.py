@@ -62,7 +62,8 @@ def render_items(ctx: TurnContext, direct: list[Decided], related: list[Decided]
     # A candidate kept out only by cooldown was already shown in this conversation: it supports the answer.
     unknown = (not plan.skip_reason and plan.context_mode == "memory_lookup" and not direct
                and not any(s.reason == "skipped_recent_rounds" for s in suppressed)
-               and not items["favorite_memory"])
+               and not items["favorite_memory"]
+               and not any((i.runtime_gate or {}).get("reason") == "core_memory_answers_lookup" for i in side.core))
     return items, unknown
 
 

@@ -67,6 +67,7 @@ def run_turn(parts: TurnParts, space: str, session: str, query: str, now: dateti
     lap("render")
     turn = assemble(parts.config, plan=plan, state=state, query=query, core=side.core, facts=side.facts, items=items,
                     suppressed=suppressed, unknown=unknown, timings=lap.ms)
+    turn.space_known = parts.store.known_space(space)  # a space never written answers, and says so
     lap("budget")
     turn.debug.update(retrieval=retrieval, direct=direct, related=related, trace=ctx.trace, diffusion=ctx.diffusion)
     if not dry_run:

@@ -52,6 +52,8 @@ GENERAL_REASONS: Mapping[str, str] = {
     "skip_vague": "a lookup cue with no topic left (还记得吗); no long-term recall",
     # shared by the direct seed, related target and core gates
     "core_memory_stable_only": "core memory lives only in the stable Core Memory section",
+    "core_memory_answers_lookup": "pinned core memory that answers an explicit lookup: shown in Core Memory (within "
+                                  "gateway.budgets.core_memory_lookup), never as a direct hit",
     "archive_needs_explicit_old": "archived, resolved or digested memory needs an explicit old lookup",
     # the caps on direct hits, after the gates
     "below_max_direct": "admitted, but retrieval.max_direct (max_unasked for a statement) better direct hits were "

@@ -42,11 +42,12 @@ class Turn:
     tokens: int
     timings: dict = dataclasses.field(default_factory=dict)
     debug: dict = dataclasses.field(default_factory=dict)
+    space_known: bool = True  # False: nothing was ever written to the space (not an error: it just holds nothing)
 
     def to_dict(self, *, timings: bool = False) -> dict:
         d: dict[str, Any] = {
             "query": self.query, "session": self.session, "at": self.at, "space": self.space,
-            "plan": self.plan.to_dict(),
+            "space_known": self.space_known, "plan": self.plan.to_dict(),
             "stable": [s.to_dict() for s in self.stable], "sections": [s.to_dict() for s in self.sections],
             "suppressed": [s.to_dict() for s in self.suppressed], "rendered": self.rendered, "tokens": self.tokens,
         }
@@ -84,6 +85,11 @@ def _note(text: str, key: str) -> Item:
     return Item(None, None, "note", text, None, None, None, rank_score=1e9, extra={"note": key})
 
 
+def _answers_lookup(item: Item) -> bool:
+    """A core memory shown because it answers the turn's explicit lookup (turn/side.py)."""
+    return (item.runtime_gate or {}).get("reason") == "core_memory_answers_lookup"
+
+
 def assemble(cfg: Config, *, plan: QueryPlan, state: SessionState, query: str, core: list[Item], facts: list[Item],
              items: dict[str, list[Item]], suppressed: list[Suppressed], unknown: bool, timings: dict) -> Turn:
     gw = cfg.gateway
@@ -100,7 +106,10 @@ def assemble(cfg: Config, *, plan: QueryPlan, state: SessionState, query: str, c
 
     stable = [SectionOut(k, title[k], tuple(v)) for k, v in (("core_memory", core), ("facts", facts)) if v]
     dynamic = [SectionOut(k, title[k], tuple(dyn[k])) for k in DYNAMIC_ORDER if dyn[k]]
-    kept, trims = apply_budgets([*stable, *dynamic], gw.budgets, order=(*STABLE_ORDER, *DYNAMIC_ORDER))
+    budgets = gw.budgets
+    if budgets.core_memory < budgets.core_memory_lookup and any(_answers_lookup(i) for i in core):
+        budgets = dataclasses.replace(budgets, core_memory=budgets.core_memory_lookup)  # only on such a turn
+    kept, trims = apply_budgets([*stable, *dynamic], budgets, order=(*STABLE_ORDER, *DYNAMIC_ORDER))
     kept = [s for s in kept if s.items]
     stable = [s for s in kept if s.key in STABLE_ORDER]
     dynamic = [s for s in kept if s.key not in STABLE_ORDER]

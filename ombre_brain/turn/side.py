@@ -40,7 +40,7 @@ def side_stage(ctx: TurnContext, direct: list[Decided], related: list[Decided], 
     side.favorites = favorites(ctx, taken)
     taken |= {d.bucket.id for d in side.favorites}
     side.dream = dream(ctx, taken)
-    side.core = core(ctx)
+    side.core = core(ctx, out)
     side.facts = facts(ctx)
     return side
 
@@ -224,18 +224,35 @@ def dream(ctx: TurnContext, taken: set[str]) -> list[Item]:
     return items
 
 
-def core(ctx: TurnContext) -> list[Item]:
-    if ctx.cfg.gateway.budgets.core_memory <= 0:
+ANSWERS = "core_memory_answers_lookup"
+
+
+def core(ctx: TurnContext, out: list[Suppressed]) -> list[Item]:
+    """Core Memory: every core memory while ``gateway.budgets.core_memory`` is above 0; otherwise only those that
+    answer an explicit lookup (the direct seed gate refused them as ``core_memory_answers_lookup``), within
+    ``gateway.budgets.core_memory_lookup``. An answer ranks first and leaves the suppressed list: it is shown."""
+    answers = {s.bucket_id for s in out if s.reason == ANSWERS}
+    if ctx.cfg.gateway.budgets.core_memory > 0:
+        pool = _listed(ctx, "core")
+    elif answers and ctx.cfg.gateway.budgets.core_memory_lookup > 0:
+        pool = list(ctx.store.get_many(ctx.space, sorted(answers)).values())
+    else:
         return []
     found = []
-    for b in _listed(ctx, "core"):
+    for b in pool:
         if not (b.pinned or b.protected or b.type == "permanent"):
             continue
         d = ctx.layer(b)
         if d.layer != "core_memory" or _refused(ctx, b, d, "direct_seed"):
             continue
-        gate = GATES.build(direct_seed=GateResult(None, "core_memory_stable_only"))
-        found.append(item_of(Decided(b, d, gate, b.importance), "stable_rule", render_stable_rule(b), "core_memory"))
+        reason = ANSWERS if b.id in answers else "core_memory_stable_only"
+        gate = GATES.build(direct_seed=GateResult(None, reason))
+        score = b.importance + (100 if b.id in answers else 0)
+        found.append(item_of(Decided(b, d, gate, score), "stable_rule", render_stable_rule(b), "core_memory",
+                             reason=reason))
+    found.sort(key=lambda i: i.bucket_id not in answers)  # answers first, the rest in their listed order
+    shown = {i.bucket_id for i in found}
+    out[:] = [s for s in out if s.bucket_id not in shown]
     return found
 
 

@@ -167,8 +167,10 @@ class Ledger:
         """Where this ledger is, for messages (never a password)."""
         raise NotImplementedError
 
-    def scrub(self) -> None:
-        """Fold what deletes left in the engine's log into its files, where it can (after a purge)."""
+    def scrub(self) -> bool:
+        """Fold what deletes left in the engine's log into its files, where it can (after a purge); False when
+        it could not (SQLite: another process kept the WAL in use)."""
+        return True
 
     def hold(self, *parts: str) -> None:
         """Take the lock named by ``parts`` until :meth:`release` or this process ends (inside :meth:`pinned`).

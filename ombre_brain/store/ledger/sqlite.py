@@ -8,16 +8,23 @@ folds the WAL into the file, so forgetting leaves no readable remnant on disk.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from ...errors import StoreError
+from ..rwgate import SharedGate
 from .base import IDENTITY, SQLITE, Ledger, split_script
 
+log = logging.getLogger("ombre_brain")
+
 _TYPES = {IDENTITY: "INTEGER PRIMARY KEY AUTOINCREMENT"}
+SCRUB_ATTEMPTS = 5
+SCRUB_WAIT_MS = 1000
 
 
 class SqliteLedger(Ledger):
@@ -33,6 +40,7 @@ class SqliteLedger(Ledger):
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._gate = SharedGate()  # every statement shares it; scrub() holds it alone
         self._start()
 
     def _conn(self) -> sqlite3.Connection:
@@ -69,14 +77,15 @@ class SqliteLedger(Ledger):
         if conn.in_transaction:  # nested use joins the outer transaction
             yield conn
             return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        else:
-            conn.execute("COMMIT")
+        with self._gate.shared():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
@@ -85,17 +94,24 @@ class SqliteLedger(Ledger):
         if conn.in_transaction:
             yield conn
             return
-        conn.execute("BEGIN")
-        try:
-            yield conn
-        finally:
-            conn.execute("COMMIT")
+        with self._gate.shared():
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
 
     def query(self, sql: str, params: tuple | list = ()) -> list[sqlite3.Row]:
-        return self._conn().execute(sql, params).fetchall()
+        with self._gate.shared():
+            return self._conn().execute(sql, params).fetchall()
 
     def one(self, sql: str, params: tuple | list = ()) -> sqlite3.Row | None:
-        return self._conn().execute(sql, params).fetchone()
+        with self._gate.shared():
+            cur = self._conn().execute(sql, params)
+            try:
+                return cur.fetchone()
+            finally:
+                cur.close()  # a statement left open keeps its read transaction, and the WAL, in use
 
     def columns(self, conn, table: str) -> set[str]:
         return {r["name"] for r in conn.execute(f"PRAGMA table_info({table})")}
@@ -104,9 +120,29 @@ class SqliteLedger(Ledger):
         return [r["name"] for r in self.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
                                               "'sqlite%' ORDER BY name")]
 
-    def scrub(self) -> None:
-        """Fold the WAL into the database file and truncate it, so deleted rows do not linger there."""
-        self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    def scrub(self) -> bool:
+        """Fold the WAL into the database file and truncate it, so deleted rows do not linger there.
+
+        Frames written before a purge hold the rows it deleted until the WAL is truncated, and SQLite
+        truncates only when no reader uses the WAL: under a steady load of turns and writes that moment
+        may not come within the busy timeout. So every thread of this process is held off meanwhile
+        (the gate), and a checkpoint another process kept busy is tried again a few times; one that
+        never finishes is logged and returned False (docs/forgetting.md says what then remains).
+        """
+        conn = self._conn()
+        for attempt in range(SCRUB_ATTEMPTS):
+            with self._gate.exclusive():  # the threads wait at most SCRUB_WAIT_MS for another process
+                conn.execute(f"PRAGMA busy_timeout={SCRUB_WAIT_MS}")
+                try:
+                    busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
+            if not busy:
+                return True
+            time.sleep(0.2 * (attempt + 1))
+        log.warning("ledger: the WAL of %s could not be truncated (another process reads it); the pages a "
+                    "purge deleted stay in %s-wal until its next checkpoint", self.path, self.path.name)
+        return False
 
     def describe(self) -> str:
         return f"the SQLite ledger {self.path}"

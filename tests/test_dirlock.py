@@ -1,0 +1,111 @@
+"""Issue 35: one process writes to an embedded data directory; its OS lock goes when the process does.
+
+A second writer (another process) is refused naming the holder; read-only commands (``export``,
+``config check``, ``verify-receipt``) run beside it; a SIGKILLed holder leaves nothing to clear; Brains
+of one process share the lock (the suite's fixtures open one directory twice). A shared deployment
+(PostgreSQL and a Chroma server) takes no lock: several processes are what it is for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from ombre_brain import Brain, DataDirInUseError
+from ombre_brain.store.dirlock import LOCK_FILE, holds
+
+from .conftest import LEDGER_MODE, ROOT, embedded_keys
+
+SPACE = "haven:xiaoyu"
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from ombre_brain import Brain
+    brain = Brain.open(sys.argv[1], {})
+    brain.write(space="haven:xiaoyu", title="一起去海边", body="我们在海边捡贝壳。")
+    print("ready", flush=True)
+    time.sleep(600)
+""")
+
+pytestmark = pytest.mark.skipif(LEDGER_MODE == "postgres", reason="the suite's PostgreSQL mode patches Brain in "
+                                "this process only; the lock of an embedded directory is tested in the SQLite pass")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ombre_brain.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+
+
+@pytest.fixture
+def holder(tmp_path):
+    """Another process holding ``tmp_path/data`` open for writing (it wrote one memory)."""
+    data = tmp_path / "data"
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(data)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT)
+    line = proc.stdout.readline()
+    if line.strip() != "ready":
+        proc.kill()
+        pytest.fail(f"the holder did not start: {line}{proc.stderr.read()[-2000:]}")
+    yield data, proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(30)
+
+
+def test_a_second_writer_is_refused_naming_the_holder(holder):
+    data, proc = holder
+    with pytest.raises(DataDirInUseError) as info:
+        Brain.open(data, {})
+    assert f"process {proc.pid}" in info.value.message and info.value.code == "data_dir_in_use"
+    assert not holds(data)
+    done = cli("purge", "--data", str(data), "--space", SPACE, "--whole-space")
+    assert done.returncode == 2 and f"process {proc.pid}" in done.stderr and "data_dir_in_use" not in done.stdout
+    info = json.loads((data / LOCK_FILE).read_text())
+    assert info["pid"] == proc.pid and "whole-space" not in info["command"]  # never a purge's arguments
+
+
+@embedded_keys
+def test_read_only_commands_run_beside_the_writer(holder, tmp_path):
+    data, _proc = holder
+    out = tmp_path / "export.jsonl"
+    done = cli("export", "--data", str(data), "--space", SPACE, str(out))
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows[0]["counts"]["buckets"] == 1 and rows[1]["title"] == "一起去海边"
+    assert cli("config", "check").returncode == 0
+    receipt = tmp_path / "receipt.json"
+    receipt.write_text(json.dumps({"payload": {"typ": "purge-receipt+v1", "kid": "nobody"}, "signature": "x"}),
+                       encoding="utf-8")
+    checked = cli("verify-receipt", "--data", str(data), str(receipt))
+    assert checked.returncode == 1 and "not configured" in checked.stderr  # it ran: the key is just not there
+
+
+def test_sigkill_releases_the_lock(holder):
+    data, proc = holder
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    with Brain.open(data, {}) as brain:  # no stale lock to clear by hand
+        assert holds(data) and [b.title for b in brain.list(SPACE)] == ["一起去海边"]
+    assert not holds(data)
+
+
+def test_brains_of_one_process_share_the_lock(tmp_path):
+    first = Brain.open(tmp_path / "data", {})
+    try:
+        second = Brain.open(tmp_path / "data", {})
+        second.write(space=SPACE, title="风铃", body="贝壳做成了风铃。")
+        second.close()
+        assert holds(tmp_path / "data") and len(first.list(SPACE)) == 1  # the first still holds it
+        other = subprocess.run([sys.executable, "-c", "import sys\nfrom ombre_brain import Brain\n"
+                                "Brain.open(sys.argv[1], {})", str(tmp_path / "data")],
+                               capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert other.returncode == 1 and "DataDirInUseError" in other.stderr
+        assert f"process {os.getpid()}" in other.stderr
+    finally:
+        first.close()
+    assert not holds(tmp_path / "data")
