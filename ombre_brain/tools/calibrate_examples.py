@@ -26,7 +26,7 @@ from ..retrieval.admission import candidate_features, lexical_admits, lexical_ma
 from ..retrieval.features import FEATURES
 from ..text import is_cjk_text
 from ..turn.conversation import normalize_context
-from .eval_conversation import STEP, Conversation, _oracle, load_conversations
+from .eval_conversation import Conversation, _oracle, load_conversations, replayed
 from .eval_inject import InjectSet, built_store
 
 __all__ = ["Example", "Question", "conversation_examples", "examples_of"]
@@ -117,38 +117,31 @@ def _replay(brain: Brain, conv: Conversation, source: str, offset: int, out: lis
     space = f"calib:{conv.id}"
     gw = brain.config.gateway
     max_rank = brain.config.retrieval.admission.max_rank
-    n = 0
-    for si, session in enumerate(conv.sessions):
-        sid = f"{conv.id}-s{si + 1}"
-        history: list[dict] = []
-        for ei, ex in enumerate(session.exchanges):
-            at = session.at + STEP * ei
-            if ex.recall is not None:
-                heard = normalize_context(history, max_messages=gw.context_messages, max_chars=gw.context_chars)
-                plan = brain.policy.plan_query(ex.user, heard)
-                lookup = not plan.unasked
-                kind = "negative" if not ex.recall else ("positive" if lookup else "implicit")
-                qi = offset + len(questions)
-                questions.append(Question(kind, ex.lang, bool(ex.recall), source))
-                if not plan.skip_reason and brain.store.known_space(space):
-                    found = brain.retriever.search(space, plan)
-                    q = brain.admitter.query_evidence(space, plan, found)
-                    for cand in found.candidates:
-                        if all(h.moment.context_only for h in cand.hits) or cand.bucket.id in q.said:
-                            continue  # never admissible
-                        _, first, coverage = lexical_match(cand, q.asked)
-                        lexical_ok = lexical_admits(first, coverage, brain.config)
-                        weighed = q.weighs(cand, max_rank)
-                        if not weighed and not lexical_ok:
-                            continue
-                        text = f"{cand.bucket.title}\n{cand.bucket.body}".lower()
-                        wanted = any(w.lower() in text for w in ex.recall)
-                        f = candidate_features(cand, q, coverage)
-                        group = f"{source}:{conv.id}"  # a conversation's questions share one fold
-                        out.append(Example(tuple(f[name] for name in FEATURES.names), int(wanted), qi, group,
-                                           cand.fused, source, lexical_ok, weighed, bool(f["cross_script"]),
-                                           lookup))
-            brain.turn(space, sid, ex.user, at, context=list(history))
-            _oracle(brain, space, ex, at, n)
-            history = [*history, {"role": "user", "content": ex.user}, {"role": "assistant", "content": ex.assistant}]
-            n += 1
+    for n, (_si, sid, _ei, ex, at, history) in enumerate(replayed(conv)):
+        if ex.recall is not None:
+            heard = normalize_context(history, max_messages=gw.context_messages, max_chars=gw.context_chars)
+            plan = brain.policy.plan_query(ex.user, heard)
+            lookup = not plan.unasked
+            kind = "negative" if not ex.recall else ("positive" if lookup else "implicit")
+            qi = offset + len(questions)
+            questions.append(Question(kind, ex.lang, bool(ex.recall), source))
+            if not plan.skip_reason and brain.store.known_space(space):
+                found = brain.retriever.search(space, plan)
+                q = brain.admitter.query_evidence(space, plan, found)
+                for cand in found.candidates:
+                    if all(h.moment.context_only for h in cand.hits) or cand.bucket.id in q.said:
+                        continue  # never admissible
+                    _, first, coverage = lexical_match(cand, q.asked)
+                    lexical_ok = lexical_admits(first, coverage, brain.config)
+                    weighed = q.weighs(cand, max_rank)
+                    if not weighed and not lexical_ok:
+                        continue
+                    text = f"{cand.bucket.title}\n{cand.bucket.body}".lower()
+                    wanted = any(w.lower() in text for w in ex.recall)
+                    f = candidate_features(cand, q, coverage)
+                    group = f"{source}:{conv.id}"  # a conversation's questions share one fold
+                    out.append(Example(tuple(f[name] for name in FEATURES.names), int(wanted), qi, group,
+                                       cand.fused, source, lexical_ok, weighed, bool(f["cross_script"]),
+                                       lookup))
+        brain.turn(space, sid, ex.user, at, context=list(history))
+        _oracle(brain, space, ex, at, n)

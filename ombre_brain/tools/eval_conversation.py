@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -41,7 +42,7 @@ from ..errors import ValidationError
 from ..text import is_cjk_text
 from ..timeutil import parse_time
 
-__all__ = ["eval_conversation", "format_conversation", "load_conversations"]
+__all__ = ["eval_conversation", "format_conversation", "load_conversations", "replayed"]
 
 MEMORY_SECTIONS = ("core_memory", "recent_context", "recalled_memory", "diffused_memory", "favorite_memory")
 FALSE_SECTIONS = ("recalled_memory", "diffused_memory")
@@ -228,30 +229,34 @@ def _oracle(brain: Brain, space: str, label: Labelled, at: datetime, n: int) -> 
     return ids
 
 
-def _one(brain: Brain, conv: Conversation, scores: Scores, *, oracle: bool) -> None:
-    space = f"eval:{conv.id}"
-    n = 0
+def replayed(conv: Conversation) -> Iterator[tuple[int, str, int, Labelled, datetime, list[dict]]]:
+    """Each exchange of a conversation in order, as a replay meets it: its session's index and id, its index in the
+    session, the time it is said at (``STEP`` apart) and the session's messages before it."""
     for si, session in enumerate(conv.sessions):
         sid = f"{conv.id}-s{si + 1}"
         history: list[dict] = []
         for ei, ex in enumerate(session.exchanges):
-            at = session.at + STEP * ei
-            where = {"conversation": conv.id, "session": si + 1, "exchange": ei + 1, "user": ex.user}
-            t0 = perf_counter()
-            turn = brain.turn(space, sid, ex.user, at, context=list(history))
-            scores.turn_ms.append((perf_counter() - t0) * 1000)
-            if ex.recall is not None:
-                _score_turn(turn, ex, where, scores)
-            messages = [*history, {"role": "user", "content": ex.user}]
-            t0 = perf_counter()
-            if oracle:
-                ids = _oracle(brain, space, ex, at, n)
-            else:
-                ids = brain.ingest_exchange(space, sid, messages, ex.assistant, now=at)
-            scores.write_ms.append((perf_counter() - t0) * 1000)
-            _score_write(brain, space, ex, ids, where, scores)
-            history = [*messages, {"role": "assistant", "content": ex.assistant}]
-            n += 1
+            yield si, sid, ei, ex, session.at + STEP * ei, list(history)
+            history += [{"role": "user", "content": ex.user}, {"role": "assistant", "content": ex.assistant}]
+
+
+def _one(brain: Brain, conv: Conversation, scores: Scores, *, oracle: bool) -> None:
+    space = f"eval:{conv.id}"
+    for n, (si, sid, ei, ex, at, history) in enumerate(replayed(conv)):
+        where = {"conversation": conv.id, "session": si + 1, "exchange": ei + 1, "user": ex.user}
+        t0 = perf_counter()
+        turn = brain.turn(space, sid, ex.user, at, context=list(history))
+        scores.turn_ms.append((perf_counter() - t0) * 1000)
+        if ex.recall is not None:
+            _score_turn(turn, ex, where, scores)
+        messages = [*history, {"role": "user", "content": ex.user}]
+        t0 = perf_counter()
+        if oracle:
+            ids = _oracle(brain, space, ex, at, n)
+        else:
+            ids = brain.ingest_exchange(space, sid, messages, ex.assistant, now=at)
+        scores.write_ms.append((perf_counter() - t0) * 1000)
+        _score_write(brain, space, ex, ids, where, scores)
 
 
 def _score_turn(turn, ex: Labelled, where: dict, scores: Scores) -> None:
