@@ -30,7 +30,7 @@ from .config_server import TokenRule as TokenRule
 from .config_writer import WriterConfig as WriterConfig
 from .config_writer import WriterModelConfig as WriterModelConfig
 from .config_writer import WriterSignals as WriterSignals
-from .config_yaml import _build, _Invalid, _origin_of, _read_yaml, deep_merge
+from .config_yaml import _build, _Invalid, _origin_of, _read_yaml, _rng, deep_merge
 from .errors import ConfigError
 from .retrieval.features import FEATURES
 
@@ -39,9 +39,6 @@ DEFAULT_PATH = Path(str(resources.files(__package__) / "default.yaml"))
 PERSONAS_DIR = Path(__file__).resolve().parent.parent / "config" / "personas"
 """Example persona overlays in a source checkout, loadable by name (``--config haven``)."""
 
-
-def _rng(lo: float | None = None, hi: float | None = None) -> dict:
-    return {"min": lo, "max": hi}
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-
-def _rng(lo: float | None = None, hi: float | None = None) -> dict:
-    return {"min": lo, "max": hi}
+from .config_yaml import _rng
 
 
 @dataclass(frozen=True)

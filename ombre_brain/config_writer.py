@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
-def _rng(lo: float | None = None, hi: float | None = None) -> dict:
-    return {"min": lo, "max": hi}
+from .config_yaml import _rng
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,11 @@ import yaml
 from .errors import ConfigError
 
 
+def _rng(lo: float | None = None, hi: float | None = None) -> dict:
+    """A field's range, as ``field(metadata=_rng(0, 1))``: :func:`_build` refuses a value outside it, naming the key."""
+    return {"min": lo, "max": hi}
+
+
 def deep_merge(base: Any, over: Any) -> Any:
     """Mappings merge key by key; anything else (lists included) is replaced."""
     if isinstance(base, Mapping) and isinstance(over, Mapping):
