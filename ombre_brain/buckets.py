@@ -15,7 +15,10 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
+
+import orjson
 
 from .errors import ValidationError
 from .fields import (
@@ -422,6 +425,25 @@ def bucket_from_stored(d: Mapping) -> Bucket:
     return Bucket(**{k: v for k, v in d.items() if k in _FIELD_NAMES})
 
 
+STORED_CACHE = 8192  # decoded buckets kept by their stored text (a few KB each)
+
+
+@lru_cache(maxsize=STORED_CACHE)
+def _decoded(text: str) -> Bucket:
+    return bucket_from_stored(orjson.loads(text))
+
+
+def bucket_from_json(text: str) -> Bucket:
+    """A bucket from the ledger's stored JSON text, decoded once per text: a turn reads the same recent, role and
+    candidate memories again and again, and a bucket is frozen, so one decoding serves every read of that version
+    (design §23). The cache quotes memories: :func:`clear_decoded` empties it on a purge."""
+    return _decoded(text)
+
+
+def clear_decoded() -> None:
+    _decoded.cache_clear()
+
+
 def jsonable(obj: Any) -> Any:
     """Plain JSON data from dataclasses, tuples and datetimes (used by every to_dict)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -437,5 +459,6 @@ def jsonable(obj: Any) -> Any:
 
 __all__ = [
     "BUCKET_FIELDS", "Bucket", "Comment", "Limits", "Moment", "Section", "SourceRef", "bucket_from_dict",
-    "bucket_from_stored", "build_moments", "parse_sections", "CONTEXT_ONLY_SECTIONS", "field", "visible",
+    "bucket_from_json", "bucket_from_stored", "build_moments", "clear_decoded", "parse_sections",
+    "CONTEXT_ONLY_SECTIONS", "field", "visible",
 ]

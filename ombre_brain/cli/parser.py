@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", metavar="DIR", help="build the store in DIR and keep it; a later run with the same DIR, "
                    "size and seed reuses it and measures turns only")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--check", metavar="FILE", help="compare this run's ratios to the floor with a recorded --json "
+                   "run; exit 1 when one is worse by more than --tolerance (a guard for changes, never for CI)")
+    p.add_argument("--tolerance", type=float, default=0.15, metavar="FRACTION",
+                   help="with --check: how much worse a ratio may be, as a fraction of the recorded one (0.15)")
     p.add_argument("--plot", metavar="PNG", help="draw turn p95 against store size from earlier --json results "
                    "(given as RESULTS) instead of running")
     p.add_argument("results", nargs="*", metavar="RESULTS", help="bench --json output files, with --plot")

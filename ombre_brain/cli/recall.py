@@ -11,6 +11,7 @@ import yaml
 from ..config import load_config
 from ..errors import ValidationError
 from ..tools.bench import format_bench, plot_turn_p95, run_bench
+from ..tools.bench_check import check_run, check_shape, format_checks, read_recorded
 from ..tools.bench_playground import bench_playground, format_playground
 from ..tools.calibrate import STORE_FREE, calibrate, format_calibration, write_overlay
 from ..tools.eval_conversation import eval_conversation, format_conversation
@@ -129,10 +130,21 @@ def cmd_bench(args) -> int:
         raise ValidationError("--playground must be 0 (off) or a number of turns to record and replay")
     n = args.playground  # then: record n more turns and time one playground replay of them
     then = (lambda brain: {"playground": bench_playground(brain, n, args.seed)}) if n else None
+    recorded = read_recorded(args.check) if args.check else None  # a bad file fails before an hour of benching
+    if recorded is not None:
+        check_shape({"buckets": args.buckets, "context": args.context, "queries": args.queries}, recorded,
+                    args.tolerance, source=args.check)
     res = run_bench(args.buckets, args.queries, seed=args.seed, write=write, turns=turns, config=args.config,
                     data_dir=args.keep, context=args.context, then=then)
-    return _show(res, args.json, lambda r: format_bench(r) + (
-        "\n" + format_playground(r["playground"]) if "playground" in r else ""))
+    checks = check_run(res, recorded, args.tolerance, source=args.check) if recorded is not None else []
+    if checks:
+        res["check"] = {"against": args.check, "tolerance": args.tolerance,
+                        "ratios": {c.name: {"recorded": c.recorded, "now": c.now, "limit": c.limit, "ok": c.ok}
+                                   for c in checks}}
+    _show(res, args.json, lambda r: format_bench(r) + (
+        "\n" + format_playground(r["playground"]) if "playground" in r else "") + (
+        "\n" + format_checks(checks, args.tolerance) if checks else ""))
+    return 0 if all(c.ok for c in checks) else 1
 
 
 def _plot(out: str, files: list[str]) -> int:

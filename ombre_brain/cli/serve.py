@@ -36,7 +36,7 @@ def serve(brain: Brain, host: str, port: int, threads: int = 8) -> None:
     server = make_server(app, host=host, port=port, threads=threads, max_body_bytes=brain.config.server.max_body_bytes)
     brain.gateway.start_worker()
     brain.admitter.admission_model(brain.admitter.model_key())  # load the models now; warn now if unfitted
-    brain.admitter.prepare()  # the dictionary bridge and the reference, before the first user's turn
+    brain.admitter.prepare(freeze=True)  # the dictionary bridge, the reference, the tables: before any turn
     print(f"Ombre Brain serving on http://{host}:{server.effective_port}  (debug UI: /debug/)", flush=True)
     try:
         server.run()

@@ -18,6 +18,8 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 
+import orjson
+
 from ..recall_types import SessionState
 from ..store.ledger import IDENTITY, Ledger
 from ..timeutil import parse_iso
@@ -103,7 +105,13 @@ def state_from_json(data: dict, *, space: str, session: str, now: datetime) -> S
 
 def replay_json(state: SessionState, context: Iterable) -> str:
     messages = [m.to_dict() if hasattr(m, "to_dict") else dict(m) for m in context]
-    return json.dumps({"v": REPLAY_VERSION, "context": messages, "state": state_to_json(state)}, ensure_ascii=False)
+    return _dumps({"v": REPLAY_VERSION, "context": messages, "state": state_to_json(state)})
+
+
+def _dumps(data: dict) -> str:
+    """The turn log's JSON, by orjson: a turn's record is 50–130 kB, and the standard library took 0.7 ms of every
+    turn to write it (orjson 0.1 ms; design §23)."""
+    return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY).decode()
 
 
 class SessionStore:
@@ -155,7 +163,7 @@ class SessionStore:
                       "ELSE excluded.last_seen END", (state.space, now))
             c.execute("INSERT INTO turn_log(space, session, at, bucket_ids, turn, replay) VALUES (?,?,?,?,?,?)",
                       (state.space, state.session, now, " ".join(sorted(set(mentioned))),
-                       json.dumps(turn, ensure_ascii=False), replay_json(state, context)))
+                       _dumps(turn), replay_json(state, context)))
             c.execute("DELETE FROM turn_log WHERE space = ? AND session = ? AND seq NOT IN (SELECT seq FROM turn_log "
                       "WHERE space = ? AND session = ? ORDER BY seq DESC LIMIT ?)",
                       (state.space, state.session, state.space, state.session, self.log_size))

@@ -8,6 +8,7 @@ Everything here gathers numbers from the store and the encoders and hands them t
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import threading
 from collections import OrderedDict
@@ -41,7 +42,7 @@ from .candidates import Retrieval, query_vector
 from .dict_evidence import KEY_SHARE, DictEvidence, dict_evidence, names_thing
 from .dictionary import bridge as dictionary_bridge
 from .features import FEATURES, INPUTS
-from .lexical import names_a_thing, names_a_time
+from .lexical import names_a_thing, names_a_time, warm_tables
 from .mention import key_things
 from .second_opinion import memory_vector
 from .terms import normalize_term, specificity, term_weight
@@ -138,9 +139,15 @@ class Admitter:
         cos = (ref.vectors @ np.asarray(qvec, dtype=np.float32)).tolist()
         return Background.of([f"reference{i}#1" for i in range(len(cos))], cos, ref.cjk.tolist())
 
-    def prepare(self) -> None:
-        """Build what admission reads on every turn (the dictionary bridge, the reference backgrounds), so the first
-        user's turn does not pay for it: the server calls this at start; commands that never admit never do."""
+    def prepare(self, *, freeze: bool = False) -> None:
+        """Build and load what admission reads on every turn (the dictionary bridge, the reference backgrounds, jieba's
+        tables, the English word frequencies), so no user's turn pays for a first load (0.2–2 s each): the server
+        calls this at start, and so does ``bench``; commands that never admit never do.
+
+        ``freeze``: then take every object built so far (the bridge alone is about a million) out of the garbage
+        collector's rounds (:func:`gc.freeze`), since a full collection walking them cost a turn 100 ms now and
+        then (design §23). A process-wide choice, so only for a process of our own (``serve``, ``bench``), never
+        for a host application that embeds the library."""
         model = self.admission_model(self.model_key())
         needs = FEATURES.inputs_of(model.feature_names) if model is not None else frozenset()
         if "dictionary" in needs or self.cfg.retrieval.dictionary:
@@ -149,6 +156,10 @@ class Admitter:
             self.reference(self.store.embedder)
             if self.store.second is not None:
                 self.reference(self.store.second)
+        warm_tables()
+        if freeze:
+            gc.collect()
+            gc.freeze()
 
     def reference(self, encoder):
         """The encoder's reference background (shipped, else embedded once and kept in the data directory)."""
@@ -254,6 +265,10 @@ class Admitter:
         enc = self.store.second
         words = {c.bucket.id: self._memory_words(c.bucket) for c in cands}
         vectors: dict[str, np.ndarray | None] = {}
+        wanted: set[str] = set()
+
+        def probe(a: str, b: str) -> None:  # a dry run: which words would a cosine read?
+            wanted.update(w for w in (a, b) if w not in vectors)
 
         def cos(a: str, b: str) -> float | None:
             if enc is None:
@@ -264,13 +279,23 @@ class Admitter:
             va, vb = vectors.get(a), vectors.get(b)
             return float(va @ vb) if va is not None and vb is not None else None
 
-        out = {}
-        for c in cands:
-            texts = [t for _, t in admission.admissible_texts(c.bucket)]
-            out[c.bucket.id] = dict_evidence([(tuple(m), w) for m, w in groups], words[c.bucket.id], bridge,
-                                             lambda t, texts=texts: any(admission.found(t, x) for x in texts), cos,
-                                             conflicts=conflicts, thing=names_a_thing, time=names_a_time)
-        return out
+        def read(word_cos) -> dict[str, DictEvidence]:
+            out = {}
+            for c in cands:
+                texts = [t for _, t in admission.admissible_texts(c.bucket)]
+                out[c.bucket.id] = dict_evidence([(tuple(m), w) for m, w in groups], words[c.bucket.id], bridge,
+                                                 lambda t, texts=texts: any(admission.found(t, x) for x in texts),
+                                                 word_cos, conflicts=conflicts, thing=names_a_thing, time=names_a_time)
+            return out
+
+        if enc is not None:
+            # With every cosine unknown the reading tries every pair a real one could reach (none matches early),
+            # so the words it names are all the words the real reading reads: encoded in one batch, not one call
+            # per pair (six times cheaper a word; a cold English question met hundreds of them, design §23).
+            read(probe)
+            if wanted:
+                vectors.update(enc.words(sorted(wanted)))
+        return read(cos)
 
     def _things(self, asked: AskedTerms) -> tuple[str, ...]:
         """A statement's key terms that name things (:mod:`.mention`), weighed by specificity as the dictionary's

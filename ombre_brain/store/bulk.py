@@ -9,13 +9,12 @@ batch cut short by a crash. Duplicates, in the store or in the list, are found u
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..buckets import Bucket, bucket_from_stored, build_moments
+from ..buckets import Bucket, bucket_from_json, build_moments
 from ..errors import ValidationError
 from . import changes
 from .claims import check_claim
@@ -96,7 +95,7 @@ class BulkWriter:
             for r in self.ledger.query(f"SELECT content_hash, data FROM buckets WHERE space = ? AND content_hash IN "
                                        f"({','.join('?' * len(chunk))}) AND state != 'deleting' ORDER BY created, id",
                                        (space, *chunk)):
-                found.setdefault(r["content_hash"], bucket_from_stored(json.loads(r["data"])))
+                found.setdefault(r["content_hash"], bucket_from_json(r["data"]))
         return found
 
     def _existing(self, space: str, column: str, values: list[str], deleting_too: bool = False) -> dict[str, str]:

@@ -10,10 +10,9 @@ orphan collections, rebuild the lexical index. :class:`Consistency` owns these c
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
-from ..buckets import bucket_from_stored, bucket_id_of, build_moments, moment_text_hash
+from ..buckets import bucket_from_json, bucket_id_of, build_moments, moment_text_hash
 from ..kinds.fields import UNINDEXED_TYPES
 from . import changes
 
@@ -46,7 +45,7 @@ class Consistency:
                       (self.core.embedder.model_id, self.core.embedder.dimension, space))
         self.core.recheck_space(space)
         n = 0
-        buckets = [bucket_from_stored(json.loads(r["data"])) for r in rows]
+        buckets = [bucket_from_json(r["data"]) for r in rows]
         for i in range(0, len(buckets), 64):
             n += self.writer.reembed(buckets[i:i + 64])
         self.chroma.compact_files()  # the dropped collection's files held every old vector

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..buckets import clear_decoded
 from ..config import Config
 from ..errors import EmbeddingError
 from ..retrieval.lexical import LexicalIndex
@@ -111,7 +112,9 @@ class StoreCore:
         return self._tokenize(text)
 
     def clear_cache(self) -> None:
-        """Forget the loaded encoders' cached queries and words (nothing to do before they are loaded)."""
+        """Forget the loaded encoders' cached queries and words (nothing to do before they are loaded), and the
+        decoded buckets (they quote memories)."""
+        clear_decoded()
         if self._embedder is not None:
             self._embedder.clear_cache()
         if self._second_loaded and self._second is not None:

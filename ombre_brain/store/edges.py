@@ -6,12 +6,11 @@ bucket's edges once per turn (the turn's memo, :mod:`.scope`), and sending those
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from ..buckets import bucket_from_stored
+from ..buckets import bucket_from_json
 from ..errors import NotFoundError, ValidationError
 from ..recall_types import Edge
 from .reads import VISIBLE
@@ -101,7 +100,7 @@ class Graph:
         for r in rows:
             for end, data in ((r["from_id"], r["from_data"]), (r["to_id"], r["to_data"])):
                 if end not in memo:
-                    memo[end] = bucket_from_stored(json.loads(data)) if data is not None else None
+                    memo[end] = bucket_from_json(data) if data is not None else None
 
     def _edges_query(self, space: str, ids: list[str], ends: bool = False) -> tuple[str, list]:
         """Every edge with an end among ``ids``, in (from, to, relation) order; with ``ends``, the

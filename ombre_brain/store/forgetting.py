@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from ..buckets import bucket_from_stored
+from ..buckets import bucket_from_json
 from ..text import CJK_RE
 from . import changes
 
@@ -194,7 +194,7 @@ class Purger:
             # vectors and rows (re-adding them would leave vectors no bucket owns); one running now waits
             with self.core.bucket_lock(space, chunk):
                 marks = ",".join("?" * len(chunk))
-                buckets = [bucket_from_stored(json.loads(r[0])) for r in self.ledger.query(
+                buckets = [bucket_from_json(r[0]) for r in self.ledger.query(
                     f"SELECT data FROM buckets WHERE space = ? AND state != 'deleting' AND id IN ({marks})",
                     (space, *chunk))]
                 if buckets:

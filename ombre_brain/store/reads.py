@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..buckets import Bucket, Moment, bucket_from_stored, bucket_id_of
+from ..buckets import Bucket, Moment, bucket_from_json, bucket_id_of
 from ..retrieval.second_opinion import decode_blob
 from .interfaces import ListRead
 
@@ -37,7 +37,7 @@ class Reader:
     def get(self, space: str, bucket_id: str) -> Bucket | None:
         row = self.ledger.one(f"SELECT data FROM buckets WHERE space = ? AND id = ? AND {VISIBLE}",
                               (space, bucket_id))
-        return bucket_from_stored(json.loads(row["data"])) if row else None
+        return bucket_from_json(row["data"]) if row else None
 
     def get_many(self, space: str, bucket_ids: Iterable[str]) -> dict[str, Bucket]:
         """The visible buckets among ``bucket_ids``, by id in id order (inside a turn, each read once)."""
@@ -47,7 +47,7 @@ class Reader:
             return self._read_buckets(space, ids)
         for ahead in self.scope.memo(space, "buckets_ahead").pop("pending", ()):  # announced: take its rows
             for r in ahead.rows():
-                b = bucket_from_stored(json.loads(r["data"]))
+                b = bucket_from_json(r["data"])
                 memo.setdefault(b.id, b)
         missing = [i for i in ids if i not in memo]
         if missing:
@@ -74,7 +74,7 @@ class Reader:
             among, chunk = self.ledger.dialect.among("id", ids[i:i + 900])
             for r in self.ledger.query(f"SELECT data FROM buckets WHERE space = ? AND {VISIBLE} AND {among}",
                                        (space, *chunk)):
-                b = bucket_from_stored(json.loads(r["data"]))
+                b = bucket_from_json(r["data"])
                 out[b.id] = b
         return dict(sorted(out.items()))
 
@@ -87,7 +87,7 @@ class Reader:
         lists = self.scope.memo(space, "lists")
         ahead = lists.pop(read, None) if lists is not None else None  # taken: a second call reads again
         rows = ahead.rows() if ahead is not None else self.ledger.query(*self._list_query(space, read))
-        return [bucket_from_stored(json.loads(r["data"])) for r in rows]
+        return [bucket_from_json(r["data"]) for r in rows]
 
     def list_ahead(self, space: str, *reads: dict) -> None:
         """Inside a turn, send these :meth:`list` reads ahead (each a dict of its keywords); the list()
@@ -169,7 +169,7 @@ class Reader:
                     kept[r["id"]] = (r["text"], r["second"])
                 moments[r["id"]] = _moment(r)
                 if r["bucket_id"] not in buckets:
-                    buckets[r["bucket_id"]] = bucket_from_stored(json.loads(r["data"]))
+                    buckets[r["bucket_id"]] = bucket_from_json(r["data"])
         if memo is not None:
             memo.update(buckets)
         return moments, dict(sorted(buckets.items()))

@@ -6,10 +6,9 @@ step is idempotent, because ledgers written before versions were recorded run al
 
 from __future__ import annotations
 
-import json
 import uuid
 
-from ..buckets import bucket_from_stored
+from ..buckets import bucket_from_json
 from ..memory_layers import storage_roles
 
 CORE = """
@@ -97,7 +96,7 @@ def _add_roles(ledger, c) -> None:
         return
     ledger.run_ddl(c, "ALTER TABLE buckets ADD COLUMN roles TEXT NOT NULL DEFAULT ''")
     for r in c.execute("SELECT space, id, data FROM buckets").fetchall():
-        roles = storage_roles(bucket_from_stored(json.loads(r["data"])))
+        roles = storage_roles(bucket_from_json(r["data"]))
         if roles:
             c.execute("UPDATE buckets SET roles = ? WHERE space = ? AND id = ?", (roles, r["space"], r["id"]))
 

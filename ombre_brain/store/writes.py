@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..buckets import Bucket, Moment, bucket_from_stored, build_moments
+from ..buckets import Bucket, Moment, bucket_from_json, build_moments
 from ..errors import NotFoundError, ValidationError
 from ..memory_layers import storage_roles
 from . import changes
@@ -92,7 +92,7 @@ class Writer:
                 dup = c.execute("SELECT id, data FROM buckets WHERE space = ? AND content_hash = ? AND "
                                 "state != 'deleting' ORDER BY created, id LIMIT 1", (bucket.space, chash)).fetchone()
                 if dup is not None:
-                    self._claim(c, bucket, bucket_from_stored(json.loads(dup["data"])), given)
+                    self._claim(c, bucket, bucket_from_json(dup["data"]), given)
                     return dup["id"], False
             if c.execute("SELECT 1 FROM buckets WHERE space = ? AND id = ?", (bucket.space, bucket.id)).fetchone():
                 raise ValidationError(f"bucket {bucket.id!r} already exists in space {bucket.space!r}",
@@ -276,7 +276,7 @@ class Writer:
             if r["state"] == "deleting":
                 deleting.setdefault(r["space"], []).append(r["id"])
                 continue
-            bucket = bucket_from_stored(json.loads(r["data"]))
+            bucket = bucket_from_json(r["data"])
             moments = self.reads.moments(bucket.space, bucket.id)
             keep = {m.id for m in moments}
             self.core.ensure_space(bucket.space)

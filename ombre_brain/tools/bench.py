@@ -16,6 +16,7 @@ on the same store, makes the overhead visible and the comparison fair on any mac
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import math
@@ -391,9 +392,13 @@ def _run_in(root: Path, buckets: int, queries: int, seed: int, write: bool, turn
             for key in ("write_per_s", "floor_write_per_s", "write_ratio", "floor_sampled_buckets"):
                 out.pop(key, None)
         if turns:
-            qs = synthetic_queries(queries + WARMUP, seed + 1)
-            fq = synthetic_queries(queries, seed + 2, avoid=set(qs))
-            t = bench_turns(brain, qs[WARMUP:], fq, qs[:WARMUP], context=context)
+            brain.admitter.prepare(freeze=True)  # as `serve` does at start: no measured turn loads a table
+            try:
+                qs = synthetic_queries(queries + WARMUP, seed + 1)
+                fq = synthetic_queries(queries, seed + 2, avoid=set(qs))
+                t = bench_turns(brain, qs[WARMUP:], fq, qs[:WARMUP], context=context)
+            finally:
+                gc.unfreeze()  # a server stays frozen; the process running the bench (a test) gets its collector back
             out |= {"queries": queries, "context": context, **t,
                     "overhead_p95": round(t["turn_ms"]["p95"] / t["floor_ms"]["p95"], 2)
                     if t["floor_ms"]["p95"] else None}

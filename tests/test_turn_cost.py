@@ -1,0 +1,158 @@
+"""What keeps a turn near its floor (docs/design.md §23), tested for what it must not change: the dictionary's
+words read in one batch are the words a reading reads; a decoded bucket is reused and forgotten on a purge;
+preparing loads every table before a turn; `bench --check` holds a run against a recorded one."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ombre_brain import cli
+from ombre_brain.buckets import _decoded, bucket_from_json
+from ombre_brain.errors import ValidationError
+from ombre_brain.retrieval.dict_evidence import dict_evidence
+from ombre_brain.retrieval.dictionary import Bridge
+from ombre_brain.tools.bench_check import check_run, read_recorded
+
+ENTRIES = [
+    {"simplified": "海边", "definitions": ["coast", "seaside", "seashore", "beach"]},
+    {"simplified": "沙滩", "definitions": ["beach", "sandbank"]},
+    {"simplified": "哥哥", "definitions": ["older brother"]},
+    {"simplified": "姐姐", "definitions": ["older sister"]},
+    {"simplified": "外婆", "definitions": ["maternal grandmother"]},
+    {"simplified": "奶奶", "definitions": ["paternal grandmother", "granny"]},
+    {"simplified": "小狗", "definitions": ["puppy"]},
+    {"simplified": "吉他", "definitions": ["guitar"]},
+]
+COSINES = {frozenset(p): c for p, c in [(("sister", "brother"), 0.75), (("grandma", "grandmother"), 0.91),
+                                        (("dog", "puppy"), 0.83), (("song", "guitar"), 0.6)]}
+
+
+def _reads(groups, words, bridge, conflicts=True):
+    """The words a real reading asks cosines of, and those a dry run (every cosine unknown) names."""
+    read: set[str] = set()
+
+    def cos(a, b):
+        read.update((a, b))
+        return COSINES.get(frozenset((a, b)), 0.3)
+
+    named: set[str] = set()
+    dict_evidence(groups, words, bridge, held=lambda t: False, cos=lambda a, b: named.update((a, b)),
+                  conflicts=conflicts)
+    real = dict_evidence(groups, words, bridge, held=lambda t: False, cos=cos, conflicts=conflicts)
+    return read, named, real
+
+
+@pytest.mark.parametrize("terms,words", [
+    (["sister", "beach"], ["哥哥", "海边", "日出"]),
+    (["grandma"], ["外婆", "奶奶", "吉他"]),
+    (["dog", "song"], ["小狗", "吉他", "姐姐"]),
+    (["海边"], ["沙滩", "beach"]),
+])
+def test_the_dry_run_names_every_word_a_reading_reads(terms, words):
+    bridge = Bridge.build(ENTRIES)
+    for groups in itertools.permutations([((t,), 5.0 - i) for i, t in enumerate(terms)]):
+        for conflicts in (True, False):
+            read, named, _ = _reads(list(groups), words, bridge, conflicts)
+            assert read <= named, (groups, read - named)
+
+
+def _admissions(turn) -> dict[str, tuple]:
+    return {c.bucket.id: (c.admission.admitted, c.admission.reason, c.admission.dictionary,
+                          round(c.admission.evidence or 0.0, 4)) for c in turn.debug["retrieval"].candidates}
+
+
+def test_words_read_in_one_batch_give_the_same_admission(brain):
+    """Through real turns: reading the dictionary's words in one batch changes which call encodes a word, never
+    what admission decides (each word encoded alone, as before, gives the same reasons, pairs and evidence)."""
+    for title, body in [("和外婆去海边", "周末和外婆去海边捡贝壳，看了日出。"),
+                        ("哥哥的新工作", "哥哥在上海找到了新工作。"),
+                        ("小狗豆豆", "我家小狗豆豆三岁了，最喜欢接飞盘。"),
+                        ("学吉他", "最近在学吉他，手指很疼。")]:
+        brain.write("u", title=title, body=body)
+    enc = brain.store.second
+    questions = ["did my sister go to the beach with grandma?", "how old is my dog?", "what song can I play?"]
+    batched = {q: _admissions(brain.turn("u", "s", q, dry_run=True)) for q in questions}
+    calls: list[int] = []
+    real_words = enc.words
+
+    def one_by_one(words):
+        calls.append(len(words))
+        out = {}
+        for w in words:
+            out.update(real_words([w]))
+        return out
+
+    brain.store.clear_cache()
+    enc.words = one_by_one
+    try:
+        alone = {q: _admissions(brain.turn("u", "s", q, dry_run=True)) for q in questions}
+    finally:
+        enc.words = real_words
+    assert calls and alone == batched
+
+
+def test_a_decoded_bucket_is_reused_and_a_purge_forgets_it(brain):
+    bid = brain.write("u", title="芒果过敏", body="我对芒果过敏，吃了会起疹子。")
+    text = brain.store.ledger.one("SELECT data FROM buckets WHERE space = ? AND id = ?", ("u", bid))["data"]
+    assert bucket_from_json(text) is bucket_from_json(text)  # one decoding per stored text
+    brain.turn("u", "s", "我对什么过敏？")
+    assert _decoded.cache_info().currsize > 0
+    brain.purge("u", bucket_ids=[bid])
+    assert _decoded.cache_info().currsize == 0  # the cache quotes memories: a purge empties it
+
+
+def test_preparing_loads_every_table_a_turn_reads(tmp_path):
+    """A server prepares before its first turn: the dictionary, jieba's tags and IDF table and wordfreq are loaded,
+    and the objects built stay out of the collector's rounds; a library caller's process is never frozen."""
+    code = ("import gc, sys\nfrom ombre_brain import Brain\n"
+            f"b = Brain.open({str(tmp_path / 'd')!r})\n"
+            "b.admitter.prepare()\nprint('FROZEN' if gc.get_freeze_count() else 'NOT FROZEN')\n"
+            "import ombre_brain.retrieval.lexical as lx, ombre_brain.retrieval.dictionary as d\n"
+            "print('LOADED' if 'wordfreq' in sys.modules and lx._GENERAL_IDF is not None and d.bridge_if_built() "
+            "else 'NOT LOADED')\n"
+            "b.admitter.prepare(freeze=True)\nprint('FROZEN' if gc.get_freeze_count() > 100000 else 'NOT FROZEN')\n"
+            "b.close()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.stdout.split() == ["NOT", "FROZEN", "LOADED", "FROZEN"], out.stderr[-2000:]
+
+
+def _recorded(tmp_path, **ratios) -> str:
+    f = tmp_path / "recorded.json"
+    f.write_text(json.dumps({"buckets": 30, "context": 0, "queries": 4, **ratios}))
+    return str(f)
+
+
+def test_a_ratio_worse_than_recorded_past_the_tolerance_fails():
+    rec = {"buckets": 10000, "overhead_p95": 2.0, "write_ratio": 0.9}
+    ok = check_run({"buckets": 10000, "overhead_p95": 2.2, "write_ratio": 0.8}, rec, 0.15)
+    assert [c.ok for c in ok] == [True, True]
+    worse = check_run({"buckets": 10000, "overhead_p95": 2.4, "write_ratio": 0.7}, rec, 0.15)
+    assert [(c.name, c.ok) for c in worse] == [("overhead_p95", False), ("write_ratio", False)]
+    with pytest.raises(ValidationError, match="buckets is 1000"):
+        check_run({"buckets": 1000, "overhead_p95": 2.0}, rec)
+    with pytest.raises(ValidationError, match="tolerance"):
+        check_run({"buckets": 10000, "overhead_p95": 2.0}, rec, 1.5)
+
+
+def test_a_recorded_file_that_is_no_bench_result_is_named(tmp_path):
+    bad = tmp_path / "notes.json"
+    bad.write_text('{"hello": 1}')
+    with pytest.raises(ValidationError, match="notes.json"):
+        read_recorded(bad)
+    assert cli.main(["bench", "--turns", "--buckets", "30", "--check", str(tmp_path / "missing.json")]) == 2
+
+
+def test_bench_check_passes_and_fails_by_the_recorded_ratio(capsys, tmp_path):
+    argv = ["bench", "--turns", "--buckets", "30", "--queries", "4"]
+    assert cli.main([*argv, "--check", _recorded(tmp_path, overhead_p95=1000.0)]) == 0
+    assert "overhead_p95" in capsys.readouterr().out
+    assert cli.main([*argv, "--check", _recorded(tmp_path, overhead_p95=0.001), "--json"]) == 1
+    res = json.loads(capsys.readouterr().out)
+    assert res["check"]["ratios"]["overhead_p95"]["ok"] is False
+    assert cli.main([*argv, "--context", "2", "--check", _recorded(tmp_path, overhead_p95=1.0)]) == 2
+    assert "context" in capsys.readouterr().err  # a run of another shape is refused before it runs
