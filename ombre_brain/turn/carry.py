@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 
 from ..buckets import Bucket
 from ..recall_types import QueryPlan, SessionState
+from ..retrieval.dict_evidence import names_thing
+from ..retrieval.dictionary import bridge as dictionary_bridge
 from ..retrieval.lexical import names_a_thing
 from ..text import CJK_RE
 
@@ -42,26 +44,34 @@ def carried_ids(state: SessionState, rounds: int) -> list[str]:
     return [bid for _r, bid in sorted(recent, key=lambda x: (-x[0], x[1]))]
 
 
-def on_topic(plan: QueryPlan, bucket: Bucket) -> bool:
+def on_topic(plan: QueryPlan, bucket: Bucket, *, dictionary: bool = False) -> bool:
     """Is the conversation still on this memory: the message points back, or says one of its words?"""
     if plan.skip_reason and not plan.anaphoric:
         return False
     text = bucket.evidence_text.lower()
     if any(len(t) >= 2 and t.lower() in text for t in plan.terms):
         return True
-    return points_back(plan)
+    return points_back(plan, dictionary=dictionary)
 
 
-def points_back(plan: QueryPlan) -> bool:
+def points_back(plan: QueryPlan, *, dictionary: bool = False) -> bool:
     """Does the message point back to the topic in play ("那她现在怎么样了")? Not when it names a thing of its own:
-    "豆包最近怎么样" is about the dog and "讲讲给猫洗澡那天" about that day, whatever was said before."""
-    return plan.anaphoric and not any(CJK_RE.search(t) and names_a_thing(t) for t in plan.terms)
+    "豆包最近怎么样" is about the dog and "讲讲给猫洗澡那天" about that day, whatever was said before. With the
+    dictionary (``retrieval.dictionary``) an English word names a thing as admission reads one (most of its Chinese
+    headwords are nouns): "when was it that my mom went to a concert?" is about the concert, though "it" and "that"
+    could point back; "how is she now?" names nothing and does."""
+    if not plan.anaphoric:
+        return False
+    bridge = dictionary_bridge() if dictionary else None
+    return not any(names_thing(t, bridge, names_a_thing) if bridge is not None and not CJK_RE.search(t)
+                   else bool(CJK_RE.search(t)) and names_a_thing(t) for t in plan.terms)
 
 
-def with_carried_topic(plan: QueryPlan, buckets: Sequence[Bucket], tokens: Callable[[str], list[str]]) -> QueryPlan:
+def with_carried_topic(plan: QueryPlan, buckets: Sequence[Bucket], tokens: Callable[[str], list[str]], *,
+                       dictionary: bool = False) -> QueryPlan:
     """A message that points back searches with the words of the memories it points back to (the ``CARRIED_TOPIC``
     most recent), at full weight."""
-    if not points_back(plan) or not buckets:
+    if not points_back(plan, dictionary=dictionary) or not buckets:
         return plan
     buckets = buckets[:CARRIED_TOPIC]
     have = {t for t, _w in plan.context_terms} | set(plan.terms)

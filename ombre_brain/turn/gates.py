@@ -191,8 +191,8 @@ def recent_context_gate(plan: QueryPlan, bucket: Bucket, decision: LayerDecision
     if blocked:
         return blocked
     if carried:
-        return GateResult(True, "carried_on_topic") if on_topic(plan, bucket) else GateResult(False,
-                                                                                              "carried_off_topic")
+        on = on_topic(plan, bucket, dictionary=cfg.retrieval.dictionary)
+        return GateResult(True, "carried_on_topic") if on else GateResult(False, "carried_off_topic")
     layer = decision.layer
     if layer == "source_record":
         return GateResult(False, "source_record_never_injected")

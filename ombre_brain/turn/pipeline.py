@@ -46,9 +46,11 @@ def run_turn(parts: TurnParts, space: str, session: str, query: str, now: dateti
     plan = parts.policy.plan_query(query, context)
     state = parts.sessions.load(space, session, now, dry_run=dry_run)
     carried = carried_ids(state, parts.config.gateway.carry_rounds)
-    if carried and points_back(plan):  # a message that points back is about what was just recalled
+    dictionary = parts.config.retrieval.dictionary
+    if carried and points_back(plan, dictionary=dictionary):  # a message pointing back is about what was just recalled
         got = parts.store.get_many(space, carried[:CARRIED_TOPIC])
-        plan = with_carried_topic(plan, [got[b] for b in carried[:CARRIED_TOPIC] if b in got], parts.store.tokens)
+        plan = with_carried_topic(plan, [got[b] for b in carried[:CARRIED_TOPIC] if b in got], parts.store.tokens,
+                                  dictionary=dictionary)
     ctx = TurnContext(parts, space, plan, state)
     ctx.carried = carried
     announce_side_reads(ctx)  # they ride with the candidates' read to a shared ledger
