@@ -42,7 +42,7 @@ from .candidates import Retrieval, query_vector
 from .dict_evidence import KEY_SHARE, DictEvidence, dict_evidence, names_thing
 from .dictionary import bridge as dictionary_bridge
 from .features import FEATURES, INPUTS
-from .lexical import names_a_thing, names_a_time, warm_tables
+from .lexical import general_idf, names_a_thing, names_a_time, tokenize
 from .mention import key_things
 from .second_opinion import memory_vector
 from .terms import normalize_term, specificity, term_weight
@@ -54,6 +54,15 @@ MIN_BACKGROUND = 8
 MIN_IDF_MOMENTS = 8  # below this a space's own idf cannot tell common words from rare ones
 WORD_CACHE = 4096  # buckets whose words are kept (they are cut by jieba once per version)
 PRONOUNS = frozenset("我你他她咱俺")  # a possessive jieba keeps with a one-character noun (我姐: my sister)
+
+
+def warm_tables() -> None:
+    """Load the tables admission reads lazily (jieba's dictionary and tags, its IDF table, wordfreq's English list),
+    so the first turn that needs one does not pay for loading it."""
+    tokenize("预热 warm")
+    names_a_thing("预热")
+    general_idf("预热")
+    specificity("warm")
 
 
 class Admitter:

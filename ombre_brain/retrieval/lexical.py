@@ -104,17 +104,6 @@ def _tag_of(term: str) -> str | None:
     return pairs[0].flag if len(pairs) == 1 else None
 
 
-def warm_tables() -> None:
-    """Load the tables admission reads lazily (jieba's dictionary and tags, its IDF table, wordfreq's English list),
-    so the first turn that needs one does not pay for loading it."""
-    from .terms import specificity
-
-    tokenize("预热 warm")
-    names_a_thing("预热")
-    general_idf("预热")
-    specificity("warm")
-
-
 def tokenize(text: str, stop_words: frozenset[str] = frozenset()) -> list[str]:
     """Terms of a text, in order and with repeats (BM25 needs term frequency).
 
