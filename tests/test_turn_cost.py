@@ -156,3 +156,22 @@ def test_bench_check_passes_and_fails_by_the_recorded_ratio(capsys, tmp_path):
     assert res["check"]["ratios"]["overhead_p95"]["ok"] is False
     assert cli.main([*argv, "--context", "2", "--check", _recorded(tmp_path, overhead_p95=1.0)]) == 2
     assert "context" in capsys.readouterr().err  # a run of another shape is refused before it runs
+
+
+@pytest.mark.parametrize("message,back", [
+    ("when was it that my mom went to a concert?", False),   # "it" and "that", but about the concert
+    ("how is she now?", True),
+    ("is it still bad?", True),
+    ("he already bought her a tiny onesie with his station's logo on it", True),  # a person pointed at
+    ("那她现在怎么样了", True),
+    ("讲讲给猫洗澡那天", False),
+])
+def test_a_message_that_names_its_own_thing_does_not_point_back(message, back):
+    from ombre_brain.config import load_config
+    from ombre_brain.recall_policy import RecallPolicy
+    from ombre_brain.turn.carry import points_back
+
+    plan = RecallPolicy(load_config()).plan_query(message, [])
+    assert points_back(plan, dictionary=True) is back
+    if not any("\u4e00" <= ch <= "\u9fff" for ch in message):
+        assert points_back(plan, dictionary=False) is plan.anaphoric  # no dictionary: English names nothing

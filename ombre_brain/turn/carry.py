@@ -16,6 +16,7 @@ Pure: the session state, the plan and the buckets in; ids and a plan out.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 
 from ..buckets import Bucket
@@ -32,6 +33,8 @@ CARRIED_TOPIC = 3
 CARRIED_TERMS = 12
 """The words a message that points back takes from each memory it points back to (:func:`with_carried_topic`)."""
 CARRIED_FROM = ("recalled_memory", "diffused_memory")
+PERSONS = frozenset({"he", "she", "him", "her", "his", "hers", "they", "them", "their"})
+"""English pronouns that point at a person the conversation named (:func:`points_back`)."""
 """The sections a carried memory was recalled into (Recent Context and the side sections carry themselves)."""
 
 
@@ -56,15 +59,20 @@ def on_topic(plan: QueryPlan, bucket: Bucket, *, dictionary: bool = False) -> bo
 
 def points_back(plan: QueryPlan, *, dictionary: bool = False) -> bool:
     """Does the message point back to the topic in play ("那她现在怎么样了")? Not when it names a thing of its own:
-    "豆包最近怎么样" is about the dog and "讲讲给猫洗澡那天" about that day, whatever was said before. With the
-    dictionary (``retrieval.dictionary``) an English word names a thing as admission reads one (most of its Chinese
-    headwords are nouns): "when was it that my mom went to a concert?" is about the concert, though "it" and "that"
-    could point back; "how is she now?" names nothing and does."""
+    "豆包最近怎么样" is about the dog and "讲讲给猫洗澡那天" about that day, whatever was said before.
+
+    With the dictionary (``retrieval.dictionary``) the same holds for an English message whose only pointer is an
+    impersonal one ("it", "that", "there"): "when was it that my mom went to a concert?" is about the concert; its
+    words name things as admission reads them (most of their Chinese headwords are nouns). A person pointed at
+    ("he already bought her a onesie") is somebody the conversation named: that message still points back."""
     if not plan.anaphoric:
         return False
-    bridge = dictionary_bridge() if dictionary else None
-    return not any(names_thing(t, bridge, names_a_thing) if bridge is not None and not CJK_RE.search(t)
-                   else bool(CJK_RE.search(t)) and names_a_thing(t) for t in plan.terms)
+    if any(CJK_RE.search(t) and names_a_thing(t) for t in plan.terms):
+        return False
+    if not dictionary or PERSONS.intersection(re.findall(r"[a-z]+", (plan.query or plan.normalized).lower())):
+        return True
+    bridge = dictionary_bridge()
+    return not any(not CJK_RE.search(t) and names_thing(t, bridge, names_a_thing) for t in plan.terms)
 
 
 def with_carried_topic(plan: QueryPlan, buckets: Sequence[Bucket], tokens: Callable[[str], list[str]], *,
