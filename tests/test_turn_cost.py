@@ -175,3 +175,28 @@ def test_a_message_that_names_its_own_thing_does_not_point_back(message, back):
     assert points_back(plan, dictionary=True) is back
     if not any("\u4e00" <= ch <= "\u9fff" for ch in message):
         assert points_back(plan, dictionary=False) is plan.anaphoric  # no dictionary: English names nothing
+
+
+def test_the_shipped_kinds_are_what_tagging_says(tmp_path):
+    """The table of English stems that name things or times gives the answer tagging every headword gives (a
+    sample of the whole dictionary), and is not used for another jieba or dictionary."""
+    from ombre_brain.retrieval import dict_kinds
+    from ombre_brain.retrieval.dictionary import bridge, known_kinds
+    from ombre_brain.retrieval.lexical import names_a_thing, names_a_time
+
+    b = bridge()
+    for test in (names_a_thing, names_a_time):
+        table = known_kinds(b, test)
+        assert table is not None
+        for stem in sorted(b.en_words)[::61]:
+            heads = b.en_words[stem]
+            assert (stem in table) == (sum(test(h) for h in heads) >= dict_kinds.THING_SHARE * len(heads)), stem
+    other = tmp_path / "kinds.json.gz"
+    dict_kinds.write(b, {"thing": ["sister"], "time": []}, other)
+    assert dict_kinds.load(b, other) == {"thing": frozenset({"sister"}), "time": frozenset()}
+    import gzip
+    data = json.loads(gzip.open(other, "rt").read())
+    data["stamp"]["jieba"] = "0.0"
+    with gzip.open(other, "wt") as f:
+        json.dump(data, f)
+    assert dict_kinds.load(b, other) is None  # made for another jieba: tagged on the turn instead

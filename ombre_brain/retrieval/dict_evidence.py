@@ -22,6 +22,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from ..text import CJK_RE
+from .dict_kinds import THING_SHARE
+from .dictionary import fold_english, known_kinds
 
 __all__ = ["KIND", "SYNONYM", "DictEvidence", "dict_evidence"]
 
@@ -33,7 +35,6 @@ KIND = 0.55     # two words this close are the same kind of thing; a conflict wh
 # teacher/doctor 0.48 below: USE's word space puts unrelated everyday nouns near 0.5
 KEY_SHARE = 0.5  # a key term weighs at least this share of the heaviest asked term
 MOSTLY = 0.6     # a memory holding this share of the asked weight is about it: no conflict (min_dictionary_coverage)
-THING_SHARE = 0.5  # an English word names a thing when at least this share of its Chinese headwords are nouns
 MIN_ZIPF = 3.0   # English senses compared for kind are everyday words (wordfreq zipf ≥ 3: "sister" 4.9, "dango" 1.1)
 
 
@@ -103,9 +104,14 @@ _MOSTLY: dict[tuple[int, str, Callable], bool] = {}
 
 
 def _mostly(word: str, bridge, test: Callable[[str], bool]) -> bool:
-    """Do at least ``THING_SHARE`` of an English word's Chinese headwords pass ``test``? Remembered per bridge and
-    test: "find" has over a hundred headwords, each tagged by jieba."""
-    key = (id(bridge), word.casefold(), test)
+    """Do at least ``THING_SHARE`` of an English word's Chinese headwords pass ``test``? Read from the preloaded
+    table when there is one, else worked out and remembered per bridge and test: "find" has over a hundred headwords,
+    each tagged by jieba."""
+    stem = fold_english(word)
+    known = known_kinds(bridge, test)  # the shipped table (:mod:`.dict_kinds`), when it fits this bridge
+    if known is not None:
+        return stem in known
+    key = (id(bridge), stem, test)
     got = _MOSTLY.get(key)
     if got is None:
         heads = bridge.headwords(word)

