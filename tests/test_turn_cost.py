@@ -200,3 +200,16 @@ def test_the_shipped_kinds_are_what_tagging_says(tmp_path):
     with gzip.open(other, "wt") as f:
         json.dump(data, f)
     assert dict_kinds.load(b, other) is None  # made for another jieba: tagged on the turn instead
+
+
+def test_kinds_without_package_metadata_are_not_used(monkeypatch):
+    from importlib import metadata
+
+    from ombre_brain.retrieval import dict_kinds
+    from ombre_brain.retrieval.dictionary import bridge
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(dict_kinds.metadata, "version", missing)
+    assert dict_kinds.load(bridge()) is None  # words are tagged on the turn instead; nothing fails

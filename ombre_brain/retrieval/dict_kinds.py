@@ -53,9 +53,14 @@ def load(bridge, path: Path = PATH) -> dict[str, frozenset[str]] | None:
     except (OSError, ValueError) as exc:
         log.info("dictionary kinds: %s not read (%s); English words are tagged on the turn", path.name, exc)
         return None
-    if data.get("stamp") != stamp(bridge):
+    try:
+        here = stamp(bridge)
+    except metadata.PackageNotFoundError as exc:  # installed without its metadata: no version to hold the table to
+        log.info("dictionary kinds: %s (no version to check); English words are tagged on the turn", exc)
+        return None
+    if data.get("stamp") != here:
         log.info("dictionary kinds: %s was made for %s, not %s; English words are tagged on the turn", path.name,
-                 data.get("stamp"), stamp(bridge))
+                 data.get("stamp"), here)
         return None
     return {"thing": frozenset(data["thing"]), "time": frozenset(data["time"])}
 
