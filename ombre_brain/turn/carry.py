@@ -10,7 +10,8 @@ says one of its words. Carrying re-reads nothing and re-ranks nothing; the Recal
 what the gates admitted this turn. A message that points back also searches with the carried memories' words
 (:func:`with_carried_topic`): "它前阵子是不是住过院" after the rabbit was recalled is about the rabbit.
 
-Pure: the session state, the plan and the buckets in; ids and a plan out.
+Pure: the session state, the plan and the buckets in; ids and a plan out (with the dictionary on, English words are
+read through the process's dictionary bridge, a fixed table).
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ CARRIED_TOPIC = 3
 CARRIED_TERMS = 12
 """The words a message that points back takes from each memory it points back to (:func:`with_carried_topic`)."""
 CARRIED_FROM = ("recalled_memory", "diffused_memory")
+"""The sections a carried memory was recalled into (Recent Context and the side sections carry themselves)."""
 PERSONS = frozenset({"he", "she", "him", "her", "his", "hers", "they", "them", "their"})
 """English pronouns that point at a person the conversation named (:func:`points_back`)."""
-"""The sections a carried memory was recalled into (Recent Context and the side sections carry themselves)."""
 
 
 def carried_ids(state: SessionState, rounds: int) -> list[str]:
