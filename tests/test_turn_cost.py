@@ -213,3 +213,21 @@ def test_kinds_without_package_metadata_are_not_used(monkeypatch):
 
     monkeypatch.setattr(dict_kinds.metadata, "version", missing)
     assert dict_kinds.load(bridge()) is None  # words are tagged on the turn instead; nothing fails
+
+
+def test_a_query_encoded_ahead_is_the_same_and_a_purge_meanwhile_drops_it(brain):
+    """The second opinion's query is encoded on its own thread while the turn searches; admission gets the same vector
+    it would have encoded itself, and a purge that lands meanwhile leaves nothing of it cached."""
+    import numpy as np
+
+    enc = brain.store.second
+    alone = enc.query("周末和外婆去海边了吗")
+    enc.clear_cache()
+    enc.query_ahead("周末和外婆去海边了吗")
+    assert np.array_equal(enc.query("周末和外婆去海边了吗"), alone)
+    enc.query_ahead("did grandma like the beach?")
+    pending = enc._pending.get("did grandma like the beach?")
+    enc.clear_cache()  # a purge while it is being encoded
+    if pending is not None:
+        pending.result()
+    assert "did grandma like the beach?" not in enc._cache

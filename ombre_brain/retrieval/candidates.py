@@ -94,13 +94,15 @@ class Retriever:
         self.policy = policy
 
     def search(self, space: str, plan: QueryPlan, *, lexical_terms: Sequence[str] | None = None,
-               vector_k: int | None = None, lexical_k: int | None = None) -> Retrieval:
+               vector_k: int | None = None, lexical_k: int | None = None, second_ahead: bool = False) -> Retrieval:
         rc = self.cfg.retrieval
         t0 = perf_counter()
         emb = self.store.embedder
         query = plan.query or plan.normalized
         vector: dict[str, float] = {}
         qvec = query_vector(emb.query, plan, self.cfg) if query.strip() else None
+        if second_ahead and query.strip() and self.store.second is not None:
+            self.store.second.query_ahead(query)  # admission's second opinion, encoded while the store is searched
         if qvec is not None:
             vector = self.store.vector_search(space, qvec, vector_k or rc.vector_k)
         t1 = perf_counter()

@@ -20,6 +20,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -48,6 +49,9 @@ class SecondOpinion:
         self._lock = threading.Lock()  # the numpy forward pass keeps per-call scratch: one call at a time
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._words: OrderedDict[str, np.ndarray | None] = OrderedDict()
+        self._pending: dict[str, Future] = {}
+        self._generation = 0  # a purge starts a new one: a query encoded before it is not cached after it
+        self._ahead = ThreadPoolExecutor(1, thread_name_prefix="ombre-use-query")
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         with self._lock:
@@ -64,19 +68,38 @@ class SecondOpinion:
         return self._encode(texts)
 
     def query(self, text: str) -> np.ndarray:
-        """(512,) for one query, cached by text."""
+        """(512,) for one query, cached by text; one encoded ahead (:meth:`query_ahead`) is waited for."""
         with self._lock:
             hit = self._cache.get(text)
             if hit is not None:
                 self._cache.move_to_end(text)
                 return hit
-        vec = self._encode([text])[0]
-        vec.setflags(write=False)
+            pending = self._pending.get(text)
+        if pending is not None:
+            return pending.result()
+        return self._query_now(text, self._generation)
+
+    def query_ahead(self, text: str) -> None:
+        """Start encoding a query on a thread of its own, while the turn searches the store: its admission asks
+        for it a few milliseconds later (design §23)."""
         with self._lock:
-            self._cache[text] = vec
-            while len(self._cache) > QUERY_CACHE:
-                self._cache.popitem(last=False)
-        return vec
+            if text in self._cache or text in self._pending:
+                return
+            self._pending[text] = self._ahead.submit(self._query_now, text, self._generation)
+
+    def _query_now(self, text: str, generation: int) -> np.ndarray:
+        try:
+            vec = self._encode([text])[0]
+            vec.setflags(write=False)
+            with self._lock:
+                if generation == self._generation:
+                    self._cache[text] = vec
+                    while len(self._cache) > QUERY_CACHE:
+                        self._cache.popitem(last=False)
+            return vec
+        finally:
+            with self._lock:
+                self._pending.pop(text, None)
 
     def words(self, words: Sequence[str]) -> dict[str, np.ndarray | None]:
         """Unit vectors of single words, or None for a word the vocabulary reads as unknown pieces.
@@ -116,6 +139,7 @@ class SecondOpinion:
         with self._lock:
             self._cache.clear()
             self._words.clear()
+            self._generation += 1
 
 
 def get_second_opinion(enabled: bool = True) -> SecondOpinion | None:

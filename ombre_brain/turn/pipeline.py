@@ -55,7 +55,8 @@ def run_turn(parts: TurnParts, space: str, session: str, query: str, now: dateti
     ctx.carried = carried
     announce_side_reads(ctx)  # they ride with the candidates' read to a shared ledger
     lap("plan")
-    retrieval = parts.retriever.search(space, plan) if not plan.skip_reason and parts.store.known_space(space) else None
+    retrieval = (parts.retriever.search(space, plan, second_ahead=True)
+                 if not plan.skip_reason and parts.store.known_space(space) else None)
     lap("candidates")
     retrieval = parts.admitter.admit(space, plan, retrieval) if retrieval is not None else None
     lap("admission")
