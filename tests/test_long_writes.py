@@ -50,10 +50,8 @@ def test_share_tokens_against_its_definition():
         assert sum(min(t, level + 1) for t in totals) > budget or level >= max(totals)  # the highest level
 
 
-@pytest.fixture
-def counted(brain, monkeypatch):
-    """Tokens the embedding model is given, call by call."""
-    emb = brain.embedder
+def _count_passage_tokens(emb, monkeypatch) -> list[int]:
+    """Tokens the embedding model is given for passages, call by call (the list fills as it embeds)."""
     seen: list[int] = []
     real = emb._encode
 
@@ -64,6 +62,12 @@ def counted(brain, monkeypatch):
 
     monkeypatch.setattr(emb, "_encode", spy)
     return seen
+
+
+@pytest.fixture
+def counted(brain, monkeypatch):
+    """Tokens the embedding model is given, call by call."""
+    return _count_passage_tokens(brain.embedder, monkeypatch)
 
 
 def test_a_20000_character_write_embeds_at_most_its_budget(brain, counted):
@@ -98,26 +102,15 @@ def test_short_memories_are_embedded_whole_and_the_same_way_on_every_path(brain,
     assert all(np.abs(before[i] - after[i]).max() < 1e-4 for i in before)
 
 
-def test_the_pieces_of_one_text_share_one_memory_budget(tmp_path):
+def test_the_pieces_of_one_text_share_one_memory_budget(tmp_path, monkeypatch):
     """MCP grow files one text as 2-6 memories; they cost what one memory may, however the text is cut."""
     with Brain.open(tmp_path / "data", {"embedding": {"max_tokens_per_memory": 256}}) as brain:
-        emb = brain.embedder
-        seen: list[int] = []
-        real = emb._encode
-
-        def spy(texts, is_query, engine=None):
-            if not is_query:
-                seen.append(sum(emb._count_tokens(t, False) for t in texts))
-            return real(texts, is_query, engine)
-
-        emb._encode = spy
-        try:
+        with monkeypatch.context() as m:
+            seen = _count_passage_tokens(brain.embedder, m)
             pieces = [{"space": SPACE, "title": f"第{i}段", "body": zh_body(3000, seed=i)} for i in range(4)]
             brain.write_many(pieces, one_text=True)
             shared = sum(seen)
             seen.clear()
             brain.write_many([{**p, "title": p["title"] + "（另存）"} for p in pieces])
             each = sum(seen)
-        finally:
-            del emb._encode
         assert 0 < shared <= 256 < each <= 4 * 256
