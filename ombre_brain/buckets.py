@@ -209,8 +209,12 @@ def section_name(raw: str) -> str | None:
     return SECTION_ALIASES.get(raw.strip())
 
 
+@lru_cache(maxsize=8192)
 def main_text_of(body: str) -> str:
-    """A body without its context-only sections (comments, affect anchors, favorite reasons)."""
+    """A body without its context-only sections (comments, affect anchors, favorite reasons).
+
+    Kept per body text (a turn reads each candidate's main text several times: admission, said-in, rendering);
+    it quotes memories, so :func:`clear_decoded` empties it on a purge."""
     return "\n".join(s.text for s in parse_sections(body) if s.name not in CONTEXT_ONLY_SECTIONS).strip()
 
 
@@ -442,6 +446,7 @@ def bucket_from_json(text: str) -> Bucket:
 
 def clear_decoded() -> None:
     _decoded.cache_clear()
+    main_text_of.cache_clear()
 
 
 def jsonable(obj: Any) -> Any:

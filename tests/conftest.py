@@ -27,6 +27,10 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["ANONYMIZED_TELEMETRY"] = "False"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
+# the dictionary's word table (retrieval/word_table.py) is built once for the run, never in the user's own cache
+if "OMBRE_BRAIN_CACHE" not in os.environ:
+    os.environ["OMBRE_BRAIN_CACHE"] = tempfile.mkdtemp(prefix="ombre-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["OMBRE_BRAIN_CACHE"], True)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("OMBRE_SHARED", ROOT.parent / "shared"))

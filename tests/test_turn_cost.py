@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from ombre_brain import cli
-from ombre_brain.buckets import _decoded, bucket_from_json
+from ombre_brain.buckets import _decoded, bucket_from_json, main_text_of
 from ombre_brain.errors import ValidationError
 from ombre_brain.retrieval.dict_evidence import dict_evidence
 from ombre_brain.retrieval.dictionary import Bridge
@@ -96,6 +96,38 @@ def test_words_read_in_one_batch_give_the_same_admission(brain):
     assert calls and alone == batched
 
 
+def test_words_already_encoded_are_read_in_one_pass_with_the_same_admission(brain):
+    """A turn whose words the second opinion has all encoded reads the dictionary once, without the dry run, and
+    decides as the batched reading does (forced here by a cache that never answers)."""
+    for title, body in [("和外婆去海边", "周末和外婆去海边捡贝壳，看了日出。"),
+                        ("哥哥的新工作", "哥哥在上海找到了新工作。")]:
+        brain.write("u", title=title, body=body)
+    enc = brain.store.second
+    questions = ["did my sister go to the beach with grandma?", "what did my brother find?"]
+    first = {q: _admissions(brain.turn("u", "s", q, dry_run=True)) for q in questions}
+    answered: list[bool] = []
+    real_cached = enc.cached
+
+    def spy(words):
+        got = real_cached(words)
+        answered.append(got is not None)
+        return got
+
+    enc.cached = spy
+    try:
+        again = {q: _admissions(brain.turn("u", "s", q, dry_run=True)) for q in questions}
+    finally:
+        enc.cached = real_cached
+    assert answered and all(answered) and again == first
+    brain.store.clear_cache()
+    enc.cached = lambda words: None  # every reading takes the dry run and the batch
+    try:
+        batched = {q: _admissions(brain.turn("u", "s", q, dry_run=True)) for q in questions}
+    finally:
+        enc.cached = real_cached
+    assert batched == first
+
+
 def test_a_decoded_bucket_is_reused_and_a_purge_forgets_it(brain):
     bid = brain.write("u", title="芒果过敏", body="我对芒果过敏，吃了会起疹子。")
     text = brain.store.ledger.one("SELECT data FROM buckets WHERE space = ? AND id = ?", ("u", bid))["data"]
@@ -104,6 +136,7 @@ def test_a_decoded_bucket_is_reused_and_a_purge_forgets_it(brain):
     assert _decoded.cache_info().currsize > 0
     brain.purge("u", bucket_ids=[bid])
     assert _decoded.cache_info().currsize == 0  # the cache quotes memories: a purge empties it
+    assert main_text_of.cache_info().currsize == 0
 
 
 def test_preparing_loads_every_table_a_turn_reads(tmp_path):

@@ -21,175 +21,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..buckets import bucket_id_of, main_text_of
+from ..buckets import bucket_id_of
 from ..config import AdmissionModel
 from ..recall_types import Admission, Candidate
-from ..text import CJK_RE
 from .alignment import NONE as NO_ALIGNMENT
 from .alignment import Alignment
+from .asked import AskedTerms, admissible_texts, asked_terms, clear_cache, discriminative_terms, found, lexical_match
 from .features import FEATURES, bucket_is_cjk, candidate_features
-from .terms import term_weight
 
-__all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admit", "asked_terms",
-           "bucket_is_cjk", "candidate_features", "clear_cache", "discriminative_terms", "evidence_of",
-           "lexical_admits", "memory_is_cjk", "query_evidence", "script_ranks", "threshold_for", "threshold_named"]
+__all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admissible_texts", "admit", "asked_terms",
+           "bucket_is_cjk", "candidate_features", "clear_cache", "discriminative_terms", "evidence_of", "found",
+           "lexical_admits", "lexical_match", "memory_is_cjk", "query_evidence", "script_ranks", "threshold_for",
+           "threshold_named"]
 
 MIN_BACKGROUND_STD = 0.01
 MIN_SCRIPT_BACKGROUND = 8  # sampled memories a script needs for a background of its own
-
-
-# ---------------------------------------------------------------- lexical evidence
-
-
-@lru_cache(maxsize=8)
-def _casefolded(words: tuple[str, ...]) -> frozenset[str]:
-    """The stop words, case-folded once per config rather than once per candidate."""
-    return frozenset(w.casefold() for w in words)
-
-
-def _query_terms(terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any,
-                 keep_unseen: bool) -> list[str]:
-    """Query terms long enough to mean something, minus stop words and terms common in the space.
-
-    A term with CJK needs ``retrieval.min_term_chars`` characters; any other term needs three
-    letters or digits. Every term needs ``idf(term) >= retrieval.min_idf``, except that with
-    ``keep_unseen`` a term no moment contains (idf 0) is kept too.
-    """
-    stop = _casefolded(tuple(cfg.lexical.stop_words))
-    out: list[str] = []
-    for raw in terms:
-        t = raw.strip().casefold()
-        if not t or t in stop or t in out:
-            continue
-        if CJK_RE.search(t):
-            long_enough = len(t) >= cfg.retrieval.min_term_chars
-        else:
-            long_enough = sum(ch.isalnum() for ch in t) >= 3
-        score = idf(t)
-        if long_enough and (score >= cfg.retrieval.min_idf or (keep_unseen and score == 0.0)):
-            out.append(t)
-    return out
-
-
-def discriminative_terms(terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any) -> list[str]:
-    """Query terms that can prove a topic: long enough, not stop words, not common in the space."""
-    return _query_terms(terms, idf=idf, cfg=cfg, keep_unseen=False)
-
-
-def found(term: str, text: str) -> bool:
-    """Case-insensitive substring; a Latin term must start at a word start (parrot~parrots, not cat~educate)."""
-    if CJK_RE.search(term):
-        return term in text
-    i = text.find(term)
-    while i != -1:
-        prev = text[i - 1] if i else " "
-        if not prev.isalnum() or CJK_RE.match(prev):
-            return True
-        i = text.find(term, i + 1)
-    return False
-
-
-def _term_groups(plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any) -> list[tuple[set[str], float]]:
-    """What the query asks about: its terms, with jieba's overlapping cuts (小时/小时候) grouped.
-
-    Terms the space has never seen still count (they are what an honest UNKNOWN is about);
-    terms so common in the space that they carry no information do not.
-    """
-    kept = _query_terms(plan_terms, idf=idf, cfg=cfg, keep_unseen=True)
-    groups: list[tuple[set[str], float]] = []
-    for t in sorted(kept, key=len, reverse=True):
-        for members, _w in groups:
-            if any(t in m for m in members):
-                members.add(t)
-                break
-        else:
-            groups.append(({t}, 0.0))
-    return [(members, max(term_weight(m) for m in members)) for members, _ in groups]
-
-
-@dataclasses.dataclass(frozen=True)
-class AskedTerms:
-    """What a query asks about, worked out once per query: admission runs once per candidate."""
-
-    terms: tuple[str, ...]                             # discriminative terms a field may contain
-    groups: tuple[tuple[frozenset[str], float], ...]  # weighted term groups, for coverage
-    message_groups: int | None = None                  # how many of ``groups`` are the message's own
-
-
-def asked_terms(plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any,
-                context: Sequence[tuple[str, float]] = ()) -> AskedTerms:
-    """The message's terms, plus the conversation's (``context``: (term, weight)) at their lower weights."""
-    groups = [(frozenset(m), w) for m, w in _term_groups(plan_terms, idf=idf, cfg=cfg)]
-    terms = list(discriminative_terms(plan_terms, idf=idf, cfg=cfg))
-    own = len(groups)
-    for t, weight in context:
-        for m, w in _term_groups([t], idf=idf, cfg=cfg):
-            if not any(m & g for g, _ in groups):
-                groups.append((frozenset(m), w * weight))
-        terms += [x for x in discriminative_terms([t], idf=idf, cfg=cfg) if x not in terms]
-    return AskedTerms(tuple(terms), tuple(groups), own if len(groups) > own else None)
-
-
-def _coverage(asked: AskedTerms, matched: Sequence[str]) -> float:
-    """The share of the asked term weight a memory holds: of the message's own terms, or of the message's
-    and the conversation's together, whichever is more. Context adds a way in (a memory of the topic the
-    conversation is on); it never dilutes a memory that answers the message itself.
-
-    A group held only through a shorter cut (朋友 of 女朋友, 火锅 of 重庆火锅) counts for that cut's share
-    of the group's weight: a memory about a boyfriend or a best friend does not say what a girlfriend is.
-    """
-    got = set(matched)
-
-    def held(members: frozenset[str]) -> float:
-        found = members & got
-        if not found:
-            return 0.0
-        return min(1.0, max(term_weight(m) for m in found) / max(term_weight(m) for m in members))
-
-    def share(groups) -> float:
-        total = sum(w for _, w in groups)
-        return sum(w * held(members) for members, w in groups) / total if total > 0 else 0.0
-
-    whole = share(asked.groups)
-    if asked.message_groups is None:
-        return whole
-    return max(whole, share(asked.groups[:asked.message_groups]))
-
-
-@lru_cache(maxsize=4096)
-def _admissible(title: str, summary: str, tags: tuple[str, ...], body: str) -> tuple[tuple[str, str], ...]:
-    """The fields topic evidence may use, case-folded: cut once per version of a memory's text, not once per
-    turn (a turn matches some sixty candidates). :func:`clear_cache` empties it (a purge)."""
-    return (("title", title.casefold()), ("summary", summary.casefold()), ("tags", "\n".join(tags).casefold()),
-            ("body", main_text_of(body).casefold()))
-
-
-def admissible_texts(b: Any) -> tuple[tuple[str, str], ...]:
-    """(field, case-folded text) of the fields topic evidence may use: title, summary, tags, main body."""
-    return _admissible(b.title, b.summary or "", b.tags, b.body)
-
-
-def clear_cache() -> None:
-    """Forget the case-folded memory texts (they quote memories; a purge calls this)."""
-    _admissible.cache_clear()
-
-
-def lexical_match(candidate: Candidate, asked: AskedTerms) -> tuple[tuple[str, ...], str | None, float]:
-    """(matched terms, first field that holds one, coverage) over the bucket's admissible text."""
-    b = candidate.bucket
-    matched: list[str] = []
-    first: str | None = None
-    for name, low in _admissible(b.title, b.summary or "", b.tags, b.body):
-        for t in asked.terms:
-            if found(t, low):
-                first = first or name
-                if t not in matched:
-                    matched.append(t)
-    return tuple(matched), first, _coverage(asked, matched) if first else 0.0
 
 
 # ---------------------------------------------------------------- dense evidence and the score
@@ -295,8 +144,20 @@ def said_in(c: Candidate, heard: Sequence[str]) -> bool:
     The prompt already holds those messages, so recalling the memory made from them says nothing new, and
     it would crowd out what the message asks about: the write decision stores a chat's statements as they
     come, and the next message is often about something else."""
-    text = " ".join((c.bucket.main_text or c.bucket.title).split())
-    return bool(text) and any(text in " ".join(h.split()) for h in heard)
+    return c.bucket.id in said_of([c], heard)
+
+
+def said_of(cands: Sequence[Candidate], heard: Sequence[str]) -> frozenset[str]:
+    """The candidates :func:`said_in` the conversation, with each heard message's spacing folded once per turn."""
+    if not heard:
+        return frozenset()
+    said = [" ".join(h.split()) for h in heard]
+    out = set()
+    for c in cands:
+        text = " ".join((c.bucket.main_text or c.bucket.title).split())
+        if text and any(text in h for h in said):
+            out.add(c.bucket.id)
+    return frozenset(out)
 
 
 def script_ranks(cands: Sequence[Candidate], cjk: Mapping[str, bool] | None = None,
@@ -331,15 +192,16 @@ def query_evidence(cands: Sequence[Candidate], asked: AskedTerms, *, query_is_cj
                    aligned: Mapping[str, Alignment] | None = None,
                    cjk: Mapping[str, bool] | None = None, standing: Any = None, use_standing: Any = None,
                    lookup: bool = False, heard: Sequence[str] = (),
-                   dictionary: Mapping[str, Any] | None = None, things: Sequence[str] = ()) -> QueryEvidence:
+                   dictionary: Mapping[str, Any] | None = None, things: Sequence[str] = (),
+                   said: frozenset[str] | None = None) -> QueryEvidence:
     """Per query: each candidate's content cosine and its rank in each channel.
 
     ``exact`` gives cosines computed from stored vectors for candidates dense search did not return;
     any other such candidate gets the lowest cosine dense search returned (it ranked below them all).
     The dense rank counts only candidates written in the same script (see :class:`Background`); ``cjk`` gives
-    each candidate's :func:`memory_is_cjk` when the caller has it.
+    each candidate's :func:`memory_is_cjk` when the caller has it, ``said`` their :func:`said_of` ``heard``.
     """
-    said = frozenset(c.bucket.id for c in cands if heard and said_in(c, heard))
+    said = said_of(cands, heard) if said is None else said
     found = {c.bucket.id: content_cosine(c) for c in cands}
     found.update({b: v for b, v in (exact or {}).items() if found.get(b) is None})
     floor = min((v for v in found.values() if v is not None),

@@ -180,6 +180,10 @@ class Bridge:
         """A single Chinese character with a clear meaning (at most ``CLEAR_HEADS`` heads): 哥, 姐, 妈; not 叫."""
         return len(word) == 1 and bool(CJK_RE.search(word)) and 0 < len(self.zh_words.get(word, ())) <= CLEAR_HEADS
 
+    def senses_in_english(self) -> frozenset[str]:
+        """Every English head word a Chinese headword has (:meth:`head_words`): what admission compares by meaning."""
+        return frozenset(h for heads in self.zh_words.values() for h in heads)
+
     def headwords(self, english: str) -> frozenset[str]:
         """Chinese headwords an English word names, through its stem (beach → 海边, 沙滩, 海滩 …)."""
         return self.en_words.get(fold_english(english), frozenset())

