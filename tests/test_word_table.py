@@ -62,3 +62,16 @@ def test_a_table_that_cannot_be_written_lives_in_memory(enc, tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="ombre_brain"):
         assert load_word_table(enc, WORDS, blocked) >= 4
     assert "not kept" in caplog.text and enc.cached(WORDS) is not None
+
+
+def test_the_table_holds_english_senses_and_everyday_chinese_words():
+    from ombre_brain.retrieval.dictionary import Bridge
+    from ombre_brain.retrieval.word_table import table_words
+
+    bridge = Bridge.build([{"simplified": "外婆", "definitions": ["maternal grandmother"]},
+                           {"simplified": "沙滩", "definitions": ["beach"]},
+                           {"simplified": "饕餮纹", "definitions": ["taotie pattern"]}])
+    words = table_words(bridge)
+    assert {"grandmother", "beach", "外婆", "沙滩"} <= set(words)
+    assert "饕餮纹" not in words  # a rare word is encoded when a memory says it
+    assert words == sorted(words)

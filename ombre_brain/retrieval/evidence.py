@@ -46,7 +46,7 @@ from .lexical import general_idf, names_a_thing, names_a_time, tokenize
 from .mention import key_things
 from .second_opinion import memory_vector
 from .terms import normalize_term, specificity, term_weight
-from .word_table import load_word_table
+from .word_table import load_word_table, table_words
 
 log = logging.getLogger("ombre_brain")
 
@@ -164,15 +164,15 @@ class Admitter:
         for a host application that embeds the library."""
         model = self.admission_model(self.model_key())
         needs = FEATURES.inputs_of(model.feature_names) if model is not None else frozenset()
+        warm_tables()
         if "dictionary" in needs or self.cfg.retrieval.dictionary:
             bridge = dictionary_bridge()
-            if self.store.second is not None:  # the senses every reading compares, encoded once (design §23)
-                load_word_table(self.store.second, bridge.senses_in_english())
+            if self.store.second is not None:  # the words most readings compare, encoded once (design §23)
+                load_word_table(self.store.second, table_words(bridge))
         if "reference" in needs:
             self.reference(self.store.embedder)
             if self.store.second is not None:
                 self.reference(self.store.second)
-        warm_tables()
         if freeze:
             gc.collect()
             gc.freeze()

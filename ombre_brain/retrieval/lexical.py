@@ -104,6 +104,14 @@ def _tag_of(term: str) -> str | None:
     return pairs[0].flag if len(pairs) == 1 else None
 
 
+def everyday_words(words, min_count: int = 100) -> list[str]:
+    """Those of ``words`` jieba's dictionary counts at least ``min_count`` times: the everyday Chinese words memories
+    and messages are cut into (:mod:`.word_table` encodes them once)."""
+    if not _jieba_ready:
+        init_jieba(None)
+    return [w for w in words if (jieba.get_FREQ(w) or 0) >= min_count]
+
+
 def tokenize(text: str, stop_words: frozenset[str] = frozenset()) -> list[str]:
     """Terms of a text, in order and with repeats (BM25 needs term frequency).
 

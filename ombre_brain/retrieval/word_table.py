@@ -3,7 +3,9 @@
 Admission compares words by their English senses (:mod:`.dict_evidence`): "grandma" against 外婆's "grandmother",
 sister against 哥哥's "brother". Encoded when first met, those senses were most of the words a turn encoded (471 of
 684 new words over 200 turns of ``bench`` at 10k memories), and a turn that met many of them paid 10-30 ms for it.
-The CC-CEDICT bridge names about 33,000 English head words; encoded in batches they take some seconds once, and
+The CC-CEDICT bridge names about 33,000 English head words, and about 23,000 of its Chinese headwords are everyday
+words in jieba's dictionary (counted 100 times or more), which memories and messages are cut into: most of the
+Chinese words alignment met new (123 of 179 in the same turns). Encoded in batches they take some seconds once, and
 are kept as float16 rows in ``words-<model>-<digest>.npz`` in the user's cache directory (``$OMBRE_BRAIN_CACHE``,
 else ``$XDG_CACHE_HOME/ombre-brain``, else ``~/.cache/ombre-brain``): the digest is of the model and the word list,
 so another dictionary or encoder builds its own, and every data directory of the user shares one. The server and
@@ -27,9 +29,18 @@ from time import perf_counter
 
 import numpy as np
 
+from .lexical import everyday_words
+
 log = logging.getLogger("ombre_brain")
 
-__all__ = ["cache_dir", "load_word_table", "table_path"]
+__all__ = ["cache_dir", "load_word_table", "table_path", "table_words"]
+
+EVERYDAY = 100  # jieba's count of a Chinese headword at which it is in the table
+
+
+def table_words(bridge) -> list[str]:
+    """The words the table holds: the bridge's English senses and its everyday Chinese headwords."""
+    return sorted(bridge.senses_in_english() | set(everyday_words(bridge.zh_words, EVERYDAY)))
 
 
 def cache_dir() -> Path:
@@ -62,7 +73,7 @@ def load_word_table(encoder, words: Sequence[str], directory: Path | None = None
     if known is None or vectors is None or len(known) != len(vectors):
         t0 = perf_counter()
         known, vectors = encoder.encode_words(words)
-        log.info("word table: %d dictionary senses encoded in %.1f s (kept in %s)", len(words),
+        log.info("word table: %d words encoded in %.1f s (kept in %s)", len(words),
                  perf_counter() - t0, path)
         try:  # written whole under a name of this process's own, then renamed: a reader never sees half of it
             path.parent.mkdir(parents=True, exist_ok=True)
