@@ -33,6 +33,7 @@ from .kinds.letters import public_view
 from .kinds.migrate import migrate_on_open
 from .kinds.plans import Plans
 from .kinds.selfmodel import SelfModel
+from .memory_layers import LayerMemo
 from .recall_policy import RecallPolicy
 from .recall_types import Edge
 from .retrieval.candidates import Retriever
@@ -114,7 +115,8 @@ class Brain:
                                         upstream=lambda: self.gateway.upstream)
         if not cfg.forget.keys and not shared:  # the embedded default: forgetting works on the first day
             ensure_local_key(self.path)
-        caches = [self.store, self.policy, self.admitter, self.dream_engine]
+        self.layers = LayerMemo()
+        caches = [self.store, self.policy, self.admitter, self.dream_engine, self.layers]
         self.forget = Forgetter(config=cfg, store=self.store, sessions=self.gateway.sessions, facts=self.facts,
                                 jobs=self.gateway.jobs, participants=[self.dream_engine], caches=caches,
                                 data_dir=None if shared else self.path)
@@ -122,7 +124,7 @@ class Brain:
         self.store.reset_listeners.append(lambda space: [c.clear_cache() for c in caches])
         self.parts = TurnParts(config=cfg, store=self.store, policy=self.policy, retriever=self.retriever,
                                admitter=self.admitter, sessions=self.gateway.sessions, dreams=self.dream_engine,
-                               facts=self.facts)
+                               facts=self.facts, layers=self.layers)
         self.breath_parts = breath_parts(self.parts)
         self.lookup_parts = lookup_parts(self.parts)
         self._turn_locks = [threading.Lock() for _ in range(TURN_LOCK_STRIPES)]

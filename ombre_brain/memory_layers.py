@@ -36,6 +36,9 @@ Pinned, protected, favorite and archived flags therefore always beat the writer 
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 from .buckets import Bucket
 from .config import Config, favorite_tags
 from .recall_types import LayerDecision
@@ -160,4 +163,37 @@ def infer_layer(bucket: Bucket, config: Config) -> LayerDecision:
     return LayerDecision(layer=layer, signals=signals, writer_hint=writer_hint, policy=config.layers[layer])
 
 
-__all__ = ["favorite_reason", "favorite_tag_of", "infer_layer", "is_favorite"]
+class LayerMemo:
+    """Each decoded bucket's layer, kept across turns (design §23): Recent Context, the role lists and the candidates
+    layer the same memories turn after turn, and a stored bucket is decoded once per text
+    (:func:`~.buckets.bucket_from_json`), so the same object comes back while its text is unchanged.
+
+    Keyed by the bucket object itself (held here, so its identity cannot be reused) and by the config it was decided
+    under: a bucket read anew, or a turn under another config (the playground's), is decided again. A decision quotes
+    its memory's tags and writer hints, so a purge empties the memo (:meth:`clear_cache`)."""
+
+    def __init__(self, size: int = 8192) -> None:
+        self._size = size
+        self._memo: OrderedDict[int, tuple[Bucket, Config, LayerDecision]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def layer(self, bucket: Bucket, config: Config) -> LayerDecision:
+        with self._lock:
+            hit = self._memo.get(id(bucket))
+            if hit is not None and hit[0] is bucket and hit[1] is config:
+                self._memo.move_to_end(id(bucket))
+                return hit[2]
+        d = infer_layer(bucket, config)
+        with self._lock:
+            self._memo[id(bucket)] = (bucket, config, d)
+            self._memo.move_to_end(id(bucket))
+            while len(self._memo) > self._size:
+                self._memo.popitem(last=False)
+        return d
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._memo.clear()
+
+
+__all__ = ["LayerMemo", "favorite_reason", "favorite_tag_of", "infer_layer", "is_favorite"]

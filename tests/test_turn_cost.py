@@ -128,6 +128,34 @@ def test_words_already_encoded_are_read_in_one_pass_with_the_same_admission(brai
     assert batched == first
 
 
+def _layer_debugs(obj) -> list:
+    if isinstance(obj, dict):
+        own = [obj["layer_debug"]] if "layer_debug" in obj else []
+        return own + [x for v in obj.values() for x in _layer_debugs(v)]
+    if isinstance(obj, list):
+        return [x for v in obj for x in _layer_debugs(v)]
+    return []
+
+
+def test_a_layer_is_decided_once_per_decoded_bucket_and_a_purge_forgets_it(brain, monkeypatch):
+    """Later turns read the layers the first decided (the same decoded buckets, the same config); a purge empties
+    the memo, and a turn under another config (a breath) decides its own."""
+    import ombre_brain.memory_layers as ml
+
+    for title, body in [("芒果过敏", "我对芒果过敏，吃了会起疹子。"), ("周末爬山", "周末和室友去爬山，看了日出。")]:
+        brain.write("u", title=title, body=body)
+    calls: list[str] = []
+    real = ml.infer_layer
+    monkeypatch.setattr(ml, "infer_layer", lambda b, cfg: calls.append(b.id) or real(b, cfg))
+    first = brain.turn("u", "s", "我对什么过敏？", dry_run=True)
+    assert calls
+    calls.clear()
+    again = brain.turn("u", "s", "我对什么过敏？", dry_run=True)
+    assert calls == [] and _layer_debugs(again.to_dict()) == _layer_debugs(first.to_dict()) != []
+    brain.purge("u", bucket_ids=[first.debug["retrieval"].candidates[0].bucket.id])
+    assert brain.layers._memo == {}
+
+
 def test_a_decoded_bucket_is_reused_and_a_purge_forgets_it(brain):
     bid = brain.write("u", title="芒果过敏", body="我对芒果过敏，吃了会起疹子。")
     text = brain.store.ledger.one("SELECT data FROM buckets WHERE space = ? AND id = ?", ("u", bid))["data"]

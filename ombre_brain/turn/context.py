@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..buckets import Bucket
 from ..config import Config
-from ..memory_layers import infer_layer
+from ..memory_layers import LayerMemo, infer_layer
 from ..recall_types import (
     Candidate,
     DiffusionHit,
@@ -51,6 +51,7 @@ class TurnParts:
     sessions: SessionStore
     dreams: DreamEngine | None = None
     facts: FactsStore | None = None
+    layers: LayerMemo | None = None  # layers kept across turns (Brain's; a purge empties it)
 
 
 class TurnContext:
@@ -73,7 +74,9 @@ class TurnContext:
     def layer(self, bucket: Bucket) -> LayerDecision:
         d = self._layers.get(bucket.id)
         if d is None:
-            d = self._layers[bucket.id] = infer_layer(bucket, self.cfg)
+            memo = self.parts.layers
+            d = memo.layer(bucket, self.cfg) if memo is not None else infer_layer(bucket, self.cfg)
+            self._layers[bucket.id] = d
         return d
 
 
