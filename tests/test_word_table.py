@@ -15,14 +15,12 @@ WORDS = ["grandmother", "brother", "beach", "guitar", "\ufffe\ufffe"]
 
 
 @pytest.fixture
-def enc():
+def enc(monkeypatch):
     enc = get_second_opinion()
     if enc is None:
         pytest.skip("the second opinion's wheel is not installed")
-    saved = enc._table
-    yield enc
-    enc.use_table(list(saved), [w for w, v in saved.items() if v is not None],
-                  np.array([v for v in saved.values() if v is not None]).reshape(-1, 512))
+    monkeypatch.setattr(enc, "_table", enc._table)  # whatever table the process had comes back after the test
+    return enc
 
 
 def test_a_table_gives_the_vectors_the_encoder_gives_and_encodes_nothing_after(enc, tmp_path, monkeypatch):
