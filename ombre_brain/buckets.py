@@ -141,14 +141,12 @@ class Bucket:
 
     @property
     def sections(self) -> list[Section]:
-        return parse_sections(self.body)
+        return list(_sections_of(self.body))
 
     @property
     def evidence_text(self) -> str:
         """Title, summary, tags and the body minus context-only sections: what topic evidence may use."""
-        parts = [self.title, self.summary or "", " ".join(self.tags)]
-        parts += [s.text for s in self.sections if s.name not in CONTEXT_ONLY_SECTIONS]
-        return "\n".join(p for p in parts if p)
+        return _evidence_text(self.title, self.summary or "", tuple(self.tags), self.body)
 
     @property
     def main_text(self) -> str:
@@ -207,6 +205,20 @@ def section_name(raw: str) -> str | None:
     if name in SECTION_NAMES:
         return name
     return SECTION_ALIASES.get(raw.strip())
+
+
+@lru_cache(maxsize=8192)
+def _sections_of(body: str) -> tuple[Section, ...]:
+    """A body's sections, parsed once per text (Recent Context tests every memory of its window each turn); frozen,
+    so one tuple serves every reader. Quotes memories: :func:`clear_decoded` empties it."""
+    return tuple(parse_sections(body))
+
+
+@lru_cache(maxsize=8192)
+def _evidence_text(title: str, summary: str, tags: tuple[str, ...], body: str) -> str:
+    parts = [title, summary, " ".join(tags)]
+    parts += [s.text for s in _sections_of(body) if s.name not in CONTEXT_ONLY_SECTIONS]
+    return "\n".join(p for p in parts if p)
 
 
 @lru_cache(maxsize=8192)
@@ -447,6 +459,8 @@ def bucket_from_json(text: str) -> Bucket:
 def clear_decoded() -> None:
     _decoded.cache_clear()
     main_text_of.cache_clear()
+    _sections_of.cache_clear()
+    _evidence_text.cache_clear()
 
 
 def jsonable(obj: Any) -> Any:

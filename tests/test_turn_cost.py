@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from ombre_brain import cli
-from ombre_brain.buckets import _decoded, bucket_from_json, main_text_of
+from ombre_brain.buckets import _decoded, _evidence_text, _sections_of, bucket_from_json, main_text_of
 from ombre_brain.errors import ValidationError
 from ombre_brain.retrieval.dict_evidence import dict_evidence
 from ombre_brain.retrieval.dictionary import Bridge
@@ -156,6 +156,15 @@ def test_a_layer_is_decided_once_per_decoded_bucket_and_a_purge_forgets_it(brain
     assert brain.layers._memo == {}
 
 
+def test_sections_and_evidence_text_read_once_per_text_are_what_parsing_gives():
+    from ombre_brain.buckets import Bucket, parse_sections
+
+    body = "周末去海边。\n\n### comment\n后来又提起过。\n\n看了日出。"
+    b = Bucket(id="b1", space="u", title="海边", body=body, summary="一次旅行", tags=["trip"])
+    assert b.sections == parse_sections(body) and b.sections is not b.sections  # a list of its own each time
+    assert b.evidence_text == "海边\n一次旅行\ntrip\n周末去海边。"  # the comment runs to the end: context only
+
+
 def test_a_decoded_bucket_is_reused_and_a_purge_forgets_it(brain):
     bid = brain.write("u", title="芒果过敏", body="我对芒果过敏，吃了会起疹子。")
     text = brain.store.ledger.one("SELECT data FROM buckets WHERE space = ? AND id = ?", ("u", bid))["data"]
@@ -165,6 +174,7 @@ def test_a_decoded_bucket_is_reused_and_a_purge_forgets_it(brain):
     brain.purge("u", bucket_ids=[bid])
     assert _decoded.cache_info().currsize == 0  # the cache quotes memories: a purge empties it
     assert main_text_of.cache_info().currsize == 0
+    assert _sections_of.cache_info().currsize == 0 and _evidence_text.cache_info().currsize == 0
 
 
 def test_preparing_loads_every_table_a_turn_reads(tmp_path):
