@@ -298,6 +298,16 @@ def test_recent_cooling(cfg):
     ok(G.recent_trigger(CASUAL, st, cfg), "reentry_after_idle")
 
 
+def test_recent_refusals_are_named_only_when_the_turn_is_about_them():
+    assert G.recent_worth_listing("recent_context_cooling", CASUAL, evidence=True)
+    assert not G.recent_worth_listing("recent_context_cooling", CASUAL, evidence=False)
+    assert not G.recent_worth_listing("recent_dynamic_only", CASUAL, evidence=False)
+    assert G.recent_worth_listing("recent_dynamic_only", RECENT, evidence=False)      # asked for what is recent
+    assert G.recent_worth_listing("dont_surface", RECENT, evidence=False)
+    assert not G.recent_worth_listing("not_recent", RECENT, evidence=True)             # quiet either way
+    assert not G.recent_worth_listing("no_trigger", CASUAL, evidence=True)
+
+
 def test_recent_window(cfg):
     st = state(last_seen=NOW - timedelta(hours=30))
     blocked(recent(CASUAL, dict(HEADACHE, created=ago(100)), st, cfg), "not_recent")

@@ -178,3 +178,19 @@ def test_bad_turn_input_is_a_clear_error(brain):
         brain.turn(SPACE, "s", "hi", now="yesterday")
     with pytest.raises(ValidationError, match="query"):
         brain.turn(SPACE, "s", 42)
+
+
+def test_recent_context_names_only_the_window_memories_a_turn_is_about(brain):
+    """The window's refusals are named in the TURN when the user asked for what is recent or the memory carries the
+    turn's topic; a turn that is about neither names none of them (design §5.2), and shows the same sections."""
+    work = brain.write(space=SPACE, title="今天加班", body="小雨今天加班到九点，说累得不想说话。",
+                       created="2026-11-30T17:00:00+08:00")
+    mood = brain.write(space=SPACE, title="这几天有点低落", type="feel", body="小雨这几天有点低落，说不上为什么。",
+                       created="2026-11-30T16:00:00+08:00")
+    asked = brain.turn(SPACE, "w", "最近怎么样", now=NOW)
+    assert asked.plan.explicit_recent and work in asked.item_ids("recent_context")
+    assert {s.bucket_id: s.reason for s in asked.suppressed}.get(mood) == "recent_dynamic_only"
+    casual = brain.turn(SPACE, "w", "嗯嗯", now="2026-11-30T20:05:00+08:00")  # cooling, and about nothing
+    assert not {work, mood} & {s.bucket_id for s in casual.suppressed}, casual.to_dict()["suppressed"]
+    assert not {work, mood} & set(casual.item_ids())
+    assert casual.explain(work) is None  # said nowhere: neither shown nor refused for this turn

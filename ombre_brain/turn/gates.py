@@ -286,6 +286,17 @@ QUIET_RECENT_REASONS = frozenset({"not_recent", "no_trigger", "not_applicable", 
 """Recent Context refusals too ordinary to list in the TURN (most of the space is neither recent nor asked for)."""
 
 
+def recent_worth_listing(reason: str, plan: QueryPlan, *, evidence: bool) -> bool:
+    """Is a memory of Recent Context's window that the section refused worth naming in the TURN's suppressed list?
+
+    Only when the turn is about it (it carries a query term) or the user asked for what is recent, and the reason is
+    not a quiet one: otherwise every turn would name the whole window again (at 100k, 150 memories refused because the
+    section is cooling and 50 that are not dynamic memory, a quarter of a megabyte of turn log a turn). Like a search
+    candidate ranked too low to list (``LISTED_RANK``), such a refusal says nothing about this turn (design §5.2).
+    """
+    return reason not in QUIET_RECENT_REASONS and (evidence or plan.explicit_recent)
+
+
 def worth_listing(cand: Candidate) -> bool:
     """Is a refused candidate plausible enough to name in the TURN's suppressed list (admitted, or ranked high)?"""
     return cand.admission.admitted or cand.rank <= LISTED_RANK
@@ -359,6 +370,6 @@ def surface_one_dream(ranked: Sequence[T], *, fits: Callable[[T], bool], claim: 
 __all__ = [
     "LISTED_RANK", "QUIET_RECENT_REASONS", "RIDE_ALONG_SECTIONS", "cooldown_gate", "direct_cap", "direct_seed_gate",
     "dream_gate", "dream_near_miss", "favorite_gate", "recall_context_gate", "recent_context_gate",
-    "recent_topic_evidence", "recent_trigger", "related_target_gate", "ride_along", "surface_block",
-    "surface_one_dream", "topic_evidence_gate", "weather_gate", "worth_listing",
+    "recent_topic_evidence", "recent_trigger", "recent_worth_listing", "related_target_gate", "ride_along",
+    "surface_block", "surface_one_dream", "topic_evidence_gate", "weather_gate", "worth_listing",
 ]

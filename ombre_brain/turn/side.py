@@ -96,6 +96,8 @@ def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
     if not pool:
         return found[: cfg.gateway.recent_context_max_items], False
     evidence = {d.bucket.id for d in direct} | {b.id for b in pool if G.recent_topic_evidence(plan, b)}
+    if not G.recent_trigger(plan, state, cfg).allowed:  # then only a memory on the turn's topic can pass or be named
+        pool = [b for b in pool if b.id in evidence]
     fired = False
     for b in pool:
         d = ctx.layer(b)
@@ -103,7 +105,7 @@ def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
         if GATES.passes(gate, "recent"):
             found.append(Decided(b, d, gate, GATES.weight(gate) * (1.0 if b.id in evidence else 0.5)))
             fired = True
-        elif gate.gates["recent_context"].reason not in G.QUIET_RECENT_REASONS:
+        elif G.recent_worth_listing(gate.gates["recent_context"].reason, plan, evidence=b.id in evidence):
             out.append(suppressed(None, bucket=b, layer=d, gate=gate))
     found.sort(key=lambda x: (-x.score, x.bucket.last_active))
     return found[: cfg.gateway.recent_context_max_items], fired
