@@ -61,6 +61,38 @@ def test_the_dry_run_names_every_word_a_reading_reads(terms, words):
             assert read <= named, (groups, read - named)
 
 
+def test_a_memo_of_pairs_reads_as_the_pairs_do():
+    """The dictionary's answer per pair of words, kept across memories and turns, gives each memory the reading it
+    gets without one."""
+    bridge = Bridge.build(ENTRIES)
+    memories = [["哥哥", "海边", "日出"], ["外婆", "奶奶", "吉他"], ["小狗", "吉他", "姐姐"], ["沙滩", "beach"],
+                ["哥哥", "沙滩"], ["姐姐", "小狗", "海边"]]
+    asked = [[(("sister",), 3.0), (("beach",), 2.0)], [(("grandma",), 3.0)], [(("dog",), 2.0), (("song",), 2.0)],
+             [(("海边",), 3.0)], [(("brother",), 2.0), (("puppy",), 1.0)]]
+
+    def cos(a, b):
+        return COSINES.get(frozenset((a, b)), 0.3)
+
+    memo: dict = {}
+    for _ in range(2):  # the second round reads every pair from the memo
+        for groups in asked:
+            for words in memories:
+                for conflicts in (True, False):
+                    alone = dict_evidence(groups, words, bridge, held=lambda t: False, cos=cos, conflicts=conflicts)
+                    kept = dict_evidence(groups, words, bridge, held=lambda t: False, cos=cos, conflicts=conflicts,
+                                         memo=memo)
+                    assert kept == alone, (groups, words, conflicts)
+    assert any(v for k, v in memo.items() if k[0] == "same") and any(v for k, v in memo.items() if k[0] == "kind")
+
+
+def test_a_purge_empties_the_dictionarys_pairs(brain):
+    bid = brain.write("u", title="和外婆去海边", body="周末和外婆去海边捡贝壳，看了日出。")
+    brain.turn("u", "s", "did my grandma go to the beach?", dry_run=True)
+    assert brain.admitter._pairs.get(("same", "grandma", "外婆")) is True
+    brain.purge("u", bucket_ids=[bid])
+    assert brain.admitter._pairs == {}  # the pairs quote memory words
+
+
 def _admissions(turn) -> dict[str, tuple]:
     return {c.bucket.id: (c.admission.admitted, c.admission.reason, c.admission.dictionary,
                           round(c.admission.evidence or 0.0, 4)) for c in turn.debug["retrieval"].candidates}
@@ -88,6 +120,7 @@ def test_words_read_in_one_batch_give_the_same_admission(brain):
         return out
 
     brain.store.clear_cache()
+    brain.admitter.clear_cache()  # and the dictionary's pairs, so each pair reads its words again
     enc.words = one_by_one
     try:
         alone = {q: _admissions(brain.turn("u", "s", q, dry_run=True)) for q in questions}
@@ -114,12 +147,14 @@ def test_words_already_encoded_are_read_in_one_pass_with_the_same_admission(brai
         return got
 
     enc.cached = spy
+    brain.admitter._pairs.clear()  # else every pair is answered from the dictionary's memo, reading no word
     try:
         again = {q: _admissions(brain.turn("u", "s", q, dry_run=True)) for q in questions}
     finally:
         enc.cached = real_cached
     assert answered and all(answered) and again == first
     brain.store.clear_cache()
+    brain.admitter.clear_cache()
     enc.cached = lambda words: None  # every reading takes the dry run and the batch
     try:
         batched = {q: _admissions(brain.turn("u", "s", q, dry_run=True)) for q in questions}

@@ -19,7 +19,7 @@ debug pages show them as "beach→海边 (dict)").
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 
 from ..text import CJK_RE
 from .dict_kinds import THING_SHARE
@@ -147,15 +147,48 @@ def swappable(term: str, word: str, bridge) -> bool:
     return True
 
 
+def _same(term: str, word: str, bridge, cos: Callable[[str, str], float | None], thing: Callable[[str], bool],
+          time: Callable[[str], bool], memo: MutableMapping | None) -> bool:
+    """Does the dictionary hold this memory word for this asked term (one pair of :func:`dict_evidence`'s match)?"""
+    key = ("same", term, word)
+    got = memo.get(key) if memo is not None else None
+    if got is None:
+        got = bool(_bilingual(term, word)  # the cheap tests first
+                   and (bridge.means_same(term, word) or _near(term, word, bridge, cos))
+                   and _firm(term, word, bridge, thing)
+                   and not (_a_time(term, bridge, time) and _a_time(word, bridge, time)))
+        if memo is not None:
+            memo[key] = got
+    return got
+
+
+def _kind_of(term: str, word: str, bridge, cos: Callable[[str, str], float | None], thing: Callable[[str], bool],
+             memo: MutableMapping | None) -> float:
+    """How much a swappable memory word is the same kind of thing as an asked term; 0 when it is no swap for it."""
+    key = ("kind", term, word)
+    got = memo.get(key) if memo is not None else None
+    if got is None:
+        got = (_kind(term, word, bridge, cos) if swappable(term, word, bridge) and names_thing(word, bridge, thing)
+               else 0.0)
+        if memo is not None:
+            memo[key] = got
+    return got
+
+
 def dict_evidence(groups: Sequence[tuple[Sequence[str], float]], words: Sequence[str], bridge,
                   held: Callable[[str], bool], cos: Callable[[str, str], float | None], *,
                   conflicts: bool = True, thing: Callable[[str], bool] = lambda t: True,
-                  time: Callable[[str], bool] = lambda t: False) -> DictEvidence:
+                  time: Callable[[str], bool] = lambda t: False, memo: MutableMapping | None = None) -> DictEvidence:
     """The dictionary's reading of one memory: see the module docstring. ``held(term)``: the term is written in
     the memory; ``cos(a, b)``: the second opinion's cosine of two words (None when it cannot read one);
     ``conflicts``: whether the groups are the message's own terms (only those can conflict); ``thing(term)``: the
     term names a thing (a noun: a person, an animal, a place), the only kind of term a near miss swaps; ``time(term)``:
-    the term names a time or an amount (two of those meeting is no match)."""
+    the term names a time or an amount (two of those meeting is no match).
+
+    What a pair of words gives depends on the two words alone (the bridge, the word vectors and ``thing``/``time``
+    fixed), so a caller that keeps those fixed may pass a ``memo`` to keep each pair's answer across memories and
+    turns: the same words meet again and again, and reading a pair costs up to a dozen cosines. Only with a real
+    ``cos``: a dry run's answers are not the pair's."""
     total = sum(w for _, w in groups)
     if total <= 0:
         return NONE
@@ -170,9 +203,7 @@ def dict_evidence(groups: Sequence[tuple[Sequence[str], float]], words: Sequence
             got += weight
             written.update(members)
             continue
-        match = next(((m, w) for m in members for w in words if _bilingual(m, w)  # the cheap tests first
-                      and (bridge.means_same(m, w) or _near(m, w, bridge, cos)) and _firm(m, w, bridge, thing)
-                      and not (_a_time(m, bridge, time) and _a_time(w, bridge, time))), None)
+        match = next(((m, w) for m in members for w in words if _same(m, w, bridge, cos, thing, time, memo)), None)
         if match is not None:
             got += weight
             pairs.append((*match, "dict"))
@@ -190,8 +221,8 @@ def dict_evidence(groups: Sequence[tuple[Sequence[str], float]], words: Sequence
             if not names_thing(m, bridge, thing):
                 continue
             for w in words:
-                if w not in used and swappable(m, w, bridge) and names_thing(w, bridge, thing):
-                    c = _kind(m, w, bridge, cos)
+                if w not in used:
+                    c = _kind_of(m, w, bridge, cos, thing, memo)
                     if c >= KIND and c > conflict:
                         conflict = c
                         pairs = [p for p in pairs if p[2] != "conflict"] + [(m, w, "conflict")]

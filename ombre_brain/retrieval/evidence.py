@@ -54,6 +54,7 @@ BACKGROUND_SAMPLE = 256  # moments whose cosines to the query are its background
 MIN_BACKGROUND = 8
 MIN_IDF_MOMENTS = 8  # below this a space's own idf cannot tell common words from rare ones
 WORD_CACHE = 4096  # buckets whose words are kept (they are cut by jieba once per version)
+PAIR_CACHE = 200_000  # pairs of words the dictionary has answered for, kept across turns (emptied when full)
 PRONOUNS = frozenset("我你他她咱俺")  # a possessive jieba keeps with a one-character noun (我姐: my sister)
 
 
@@ -81,6 +82,7 @@ class Admitter:
         self._warned: set[str] = set()
         self._stop = frozenset(w.casefold() for w in config.lexical.stop_words)
         self._words: OrderedDict[tuple, tuple[str, ...]] = OrderedDict()  # bucket version -> its words
+        self._pairs: dict[tuple, object] = {}  # the dictionary's answer per pair of words (dict_evidence's memo)
 
     def admit(self, space: str, plan: QueryPlan, found: Retrieval) -> Retrieval:
         """The admission stage: each candidate's evidence and verdict (design §13), on the found candidates."""
@@ -304,28 +306,32 @@ class Admitter:
                 vectors.update(got)
             return cos(a, b)
 
-        def read(word_cos) -> dict[str, DictEvidence]:
+        if len(self._pairs) > PAIR_CACHE:
+            self._pairs.clear()
+
+        def read(word_cos, memo=None) -> dict[str, DictEvidence]:
             out = {}
             for c in cands:
                 texts = [t for _, t in admission.admissible_texts(c.bucket)]
                 out[c.bucket.id] = dict_evidence([(tuple(m), w) for m, w in groups], words[c.bucket.id], bridge,
                                                  lambda t, texts=texts: any(admission.found(t, x) for x in texts),
-                                                 word_cos, conflicts=conflicts, thing=names_a_thing, time=names_a_time)
+                                                 word_cos, conflicts=conflicts, thing=names_a_thing, time=names_a_time,
+                                                 memo=memo)
             return out
 
         if enc is None:
             return read(cos)
         try:  # a conversation's words are mostly encoded already: then one reading is all it takes
-            return read(warm)
+            return read(warm, self._pairs)
         except _Unencoded:
             pass
         # With every cosine unknown the reading tries every pair a real one could reach (none matches early), so the
         # words it names are all the words the real reading reads: encoded in one batch, not one call per pair (six
-        # times cheaper a word; a cold English question met hundreds of them, design §23).
+        # times cheaper a word; a cold English question met hundreds of them, design §23). A dry run keeps no answer.
         read(probe)
         if wanted:
             vectors.update(enc.words(sorted(wanted)))
-        return read(cos)
+        return read(cos, self._pairs)
 
     def _things(self, asked: AskedTerms) -> tuple[str, ...]:
         """A statement's key terms that name things (:mod:`.mention`), weighed by specificity as the dictionary's
@@ -391,11 +397,12 @@ class Admitter:
         return sample
 
     def clear_cache(self) -> None:
-        """Forget the sampled background vectors and the memories' words and texts (a purge: all come from
-        memory text)."""
+        """Forget the sampled background vectors, the memories' words and texts and the dictionary's pairs of words (a
+        purge: all come from memory text)."""
         with self._lock:
             self._samples.clear()
             self._words.clear()
+            self._pairs.clear()
         admission.clear_cache()
 
 
