@@ -212,19 +212,40 @@ def test_a_decoded_bucket_is_reused_and_a_purge_forgets_it(brain):
     assert _sections_of.cache_info().currsize == 0 and _evidence_text.cache_info().currsize == 0
 
 
+def test_the_lexical_index_leaves_the_collectors_rounds(brain):
+    """What the lexical index keeps per bucket and per moment (100,000 and 232,033 of them at 100k) is made of
+    tuples of strings, which the collector stops tracking once it has seen them: lists stayed in its rounds, and
+    every full collection walked them."""
+    import gc
+
+    for title, body in [("芒果过敏", "我对芒果过敏，吃了会起疹子。"), ("周末爬山", "周末和室友去爬山。\n\n看了日出。")]:
+        brain.write("u", title=title, body=body)
+    brain.turn("u", "s", "我对什么过敏？", dry_run=True)
+    followed = brain.store.core._lexical["u"]
+    snap = followed.index._current()
+    gc.collect()
+    assert followed.moments and not any(gc.is_tracked(ids) for ids in followed.moments.values())
+    assert not gc.is_tracked(snap.ids) and len(snap.ids) == len(followed.index)
+
+
 def test_preparing_loads_every_table_a_turn_reads(tmp_path):
     """A server prepares before its first turn: the dictionary, jieba's tags and IDF table and wordfreq are loaded,
-    and the objects built stay out of the collector's rounds; a library caller's process is never frozen."""
+    and the objects built stay out of the collector's rounds, whose full collections come ten times rarer; a library
+    caller's process is never frozen, and a bench gives its process the collector back."""
     code = ("import gc, sys\nfrom ombre_brain import Brain\n"
             f"b = Brain.open({str(tmp_path / 'd')!r})\n"
             "b.admitter.prepare()\nprint('FROZEN' if gc.get_freeze_count() else 'NOT FROZEN')\n"
             "import ombre_brain.retrieval.lexical as lx, ombre_brain.retrieval.dictionary as d\n"
             "print('LOADED' if 'wordfreq' in sys.modules and lx._GENERAL_IDF is not None and d.bridge_if_built() "
             "else 'NOT LOADED')\n"
+            "full = gc.get_threshold()[2]\n"
             "b.admitter.prepare(freeze=True)\nprint('FROZEN' if gc.get_freeze_count() > 100000 else 'NOT FROZEN')\n"
+            "from ombre_brain.retrieval.evidence import FULL_ROUNDS, thaw\n"
+            "print('RARER' if gc.get_threshold()[2] == FULL_ROUNDS > full else 'AS BEFORE')\n"
+            "thaw()\nprint('THAWED' if gc.get_freeze_count() == 0 and gc.get_threshold()[2] == full else 'STILL')\n"
             "b.close()\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert out.stdout.split() == ["NOT", "FROZEN", "LOADED", "FROZEN"], out.stderr[-2000:]
+    assert out.stdout.split() == ["NOT", "FROZEN", "LOADED", "FROZEN", "RARER", "THAWED"], out.stderr[-2000:]
 
 
 def _recorded(tmp_path, **ratios) -> str:

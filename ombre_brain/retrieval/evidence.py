@@ -54,6 +54,8 @@ BACKGROUND_SAMPLE = 256  # moments whose cosines to the query are its background
 MIN_BACKGROUND = 8
 MIN_IDF_MOMENTS = 8  # below this a space's own idf cannot tell common words from rare ones
 WORD_CACHE = 4096  # buckets whose words are kept (they are cut by jieba once per version)
+FULL_ROUNDS = 100  # the collector's third threshold in a prepared process: its rounds of the middle generation
+# between full collections (Python's default 10)
 PAIR_CACHE = 200_000  # pairs of words the dictionary has answered for, kept across turns (emptied when full)
 PRONOUNS = frozenset("我你他她咱俺")  # a possessive jieba keeps with a one-character noun (我姐: my sister)
 
@@ -65,6 +67,18 @@ def warm_tables() -> None:
     names_a_thing("预热")
     general_idf("预热")
     specificity("warm")
+
+
+_thresholds: dict[str, int] = {}  # the collector's full-collection threshold before a prepare(freeze=True)
+
+
+def thaw() -> None:
+    """Give the process its garbage collector back as it was before ``Admitter.prepare(freeze=True)``: every object
+    in its rounds again, full collections at their old pace."""
+    gc.unfreeze()
+    if "full" in _thresholds:
+        young, middle, _ = gc.get_threshold()
+        gc.set_threshold(young, middle, _thresholds.pop("full"))
 
 
 class _Unencoded(Exception):
@@ -162,8 +176,10 @@ class Admitter:
 
         ``freeze``: then take every object built so far (the bridge alone is about a million) out of the garbage
         collector's rounds (:func:`gc.freeze`), since a full collection walking them cost a turn 100 ms now and
-        then (design §23). A process-wide choice, so only for a process of our own (``serve``, ``bench``), never
-        for a host application that embeds the library."""
+        then, and make full collections ten times rarer (``FULL_ROUNDS``): what stays in the rounds is mostly the
+        bounded caches of decoded buckets and layers, and walking them cost a turn 9–23 ms every 40 turns or so at
+        100k (design §23). A process-wide choice, so only for a process of our own (``serve``, ``bench``), never
+        for a host application that embeds the library; :func:`thaw` gives a process its collector back."""
         model = self.admission_model(self.model_key())
         needs = FEATURES.inputs_of(model.feature_names) if model is not None else frozenset()
         warm_tables()
@@ -178,6 +194,9 @@ class Admitter:
         if freeze:
             gc.collect()
             gc.freeze()
+            young, middle, full = gc.get_threshold()
+            _thresholds.setdefault("full", full)
+            gc.set_threshold(young, middle, FULL_ROUNDS)
 
     def reference(self, encoder):
         """The encoder's reference background (shipped, else embedded once and kept in the data directory)."""
@@ -406,4 +425,4 @@ class Admitter:
         admission.clear_cache()
 
 
-__all__ = ["Admitter"]
+__all__ = ["Admitter", "thaw"]

@@ -313,7 +313,7 @@ class LexicalIndex:
         retriever.index(([list(self._docs[i]) for i in ids], dict(self._vocab)),
                         create_empty_token=False, show_progress=False)
         total = sum(len(self._docs[i]) for i in ids)
-        return _Snapshot(retriever, ids, retriever.vocab_dict, {m: i for i, m in enumerate(ids)}, len(ids),
+        return _Snapshot(retriever, tuple(ids), retriever.vocab_dict, {m: i for i, m in enumerate(ids)}, len(ids),
                          total / max(len(ids), 1))
 
     def _compact(self) -> None:
@@ -329,7 +329,7 @@ class _Snapshot(NamedTuple):
     """An index as of one rebuild; never mutated, so searches share it without a lock."""
 
     retriever: bm25s.BM25
-    ids: list[str]
+    ids: tuple[str, ...]  # a tuple: out of the garbage collector's rounds once seen, as a list never is
     vocab: dict[str, int]
     pos: dict[str, int]
     n_docs: int

@@ -16,7 +16,6 @@ on the same store, makes the overhead visible and the comparison fair on any mac
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import math
@@ -35,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ..retrieval.evidence import thaw
 from ..text import CJK_RE
 
 SPACE = "bench:user"
@@ -404,7 +404,7 @@ def _run_in(root: Path, buckets: int, queries: int, seed: int, write: bool, turn
                 fq = synthetic_queries(queries, seed + 2, avoid=set(qs))
                 t = bench_turns(brain, qs[WARMUP:], fq, qs[:WARMUP], context=context)
             finally:
-                gc.unfreeze()  # a server stays frozen; the process running the bench (a test) gets its collector back
+                thaw()  # a server stays frozen; the process running the bench (a test) gets its collector back
             out |= {"queries": queries, "context": context, **t,
                     "overhead_p95": round(t["turn_ms"]["p95"] / t["floor_ms"]["p95"], 2)
                     if t["floor_ms"]["p95"] else None}
