@@ -228,6 +228,20 @@ def test_the_lexical_index_leaves_the_collectors_rounds(brain):
     assert not gc.is_tracked(snap.ids) and len(snap.ids) == len(followed.index)
 
 
+def test_every_connection_to_the_ledger_keeps_a_larger_page_cache(brain):
+    """SQLite keeps 2 MB of pages a connection by default; a turn on a large ledger read most of its pages again."""
+    import threading
+
+    from ombre_brain.store.ledger.sqlite import CACHE_KIB
+
+    ledger = brain.store.ledger
+    seen = [ledger.one("PRAGMA cache_size")[0]]
+    worker = threading.Thread(target=lambda: seen.append(ledger.one("PRAGMA cache_size")[0]))  # its own connection
+    worker.start()
+    worker.join()
+    assert seen == [-CACHE_KIB, -CACHE_KIB] and CACHE_KIB > 2000
+
+
 def test_preparing_loads_every_table_a_turn_reads(tmp_path):
     """A server prepares before its first turn: the dictionary, jieba's tags and IDF table and wordfreq are loaded,
     and the objects built stay out of the collector's rounds, whose full collections come ten times rarer; a library
