@@ -242,6 +242,35 @@ def test_every_connection_to_the_ledger_keeps_a_larger_page_cache(brain):
     assert seen == [-CACHE_KIB, -CACHE_KIB] and CACHE_KIB > 2000
 
 
+def test_the_wal_is_folded_in_on_a_thread_of_its_own_never_inside_a_commit(tmp_path, monkeypatch):
+    """SQLite checkpointed inside whichever commit took the WAL past 1,000 pages (a turn's record, 10–220 ms at 100k):
+    commits now only nudge the checkpointer's thread, which folds the WAL in a second later; close stops it."""
+    import threading
+
+    from ombre_brain.store.ledger import sqlite as lsql
+
+    monkeypatch.setattr(lsql, "CHECKPOINT_DELAY_S", 0.05)
+    ledger = lsql.SqliteLedger(tmp_path / "l.db")
+    done = threading.Event()
+    where: list[str] = []
+    real = ledger.checkpoint
+
+    def spy():
+        where.append(threading.current_thread().name)
+        real()
+        done.set()
+
+    ledger.checkpoint = spy
+    with ledger.tx() as c:
+        c.execute("CREATE TABLE t (x TEXT)")
+        c.executemany("INSERT INTO t VALUES (?)", [("x" * 4000,) for _ in range(1500)])  # past 1,000 pages
+    assert ledger.one("PRAGMA wal_autocheckpoint")[0] == 0
+    assert done.wait(30) and where[0] == "ombre-wal-checkpoint", where
+    thread = ledger._checkpointer._thread
+    ledger.close()
+    assert thread is not None and not thread.is_alive()
+
+
 def test_preparing_loads_every_table_a_turn_reads(tmp_path):
     """A server prepares before its first turn: the dictionary, jieba's tags and IDF table and wordfreq are loaded,
     and the objects built stay out of the collector's rounds, whose full collections come ten times rarer; a library

@@ -30,6 +30,55 @@ CACHE_KIB = 65536
 moments and buckets and the session's rows from all over a large ledger (1.4 GB at 100k memories): with 2 MB most
 of those pages were read from the file again every turn (side sections 4.7 → 3.7 ms at 100k, design §23). A cap,
 not an allocation: a small store never fills it."""
+CHECKPOINT_DELAY_S = 1.0
+"""How long after a commit the WAL is folded into the database (the commits of that second go together)."""
+
+
+class _Checkpointer:
+    """Folds the WAL into the database on a thread of its own, never inside a commit.
+
+    SQLite checkpoints inside whichever commit takes the WAL past its threshold: at 100k memories that was a turn's
+    record, one turn in thirty, 10–220 ms with the database file's fsync (design §23). Commits nudge this thread,
+    which checkpoints (PASSIVE, as SQLite's own) ``CHECKPOINT_DELAY_S`` later, so the WAL holds about a second of
+    writes. Durability is unchanged: a commit is in the WAL either way, a WAL left behind by a crash is folded in at
+    the next open, and the last connection to close folds in the rest.
+    """
+
+    def __init__(self, ledger: SqliteLedger) -> None:
+        self._ledger = ledger
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def nudge(self) -> None:
+        """A commit happened: look at the WAL soon (the thread starts with the first commit, after a close again)."""
+        with self._lock:
+            if self._thread is None:
+                self._stop = threading.Event()
+                self._thread = threading.Thread(target=self._run, args=(self._stop,), name="ombre-wal-checkpoint",
+                                                daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def _run(self, stop: threading.Event) -> None:
+        while True:
+            self._wake.wait()
+            if stop.wait(CHECKPOINT_DELAY_S):
+                return
+            self._wake.clear()  # a commit from here on asks for the next round
+            try:
+                self._ledger.checkpoint()
+            except sqlite3.Error as exc:  # the next commit's round tries again; the WAL keeps every commit meanwhile
+                log.warning("ledger: WAL checkpoint of %s failed: %s", self._ledger.path, exc)
+
+    def close(self) -> None:
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self._stop.set()
+        self._wake.set()
+        if thread is not None:
+            thread.join(timeout=30)
 
 
 class SqliteLedger(Ledger):
@@ -46,6 +95,7 @@ class SqliteLedger(Ledger):
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._gate = SharedGate()  # every statement shares it; scrub() holds it alone
+        self._checkpointer = _Checkpointer(self)
         self._start()
 
     def _conn(self) -> sqlite3.Connection:
@@ -62,6 +112,7 @@ class SqliteLedger(Ledger):
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+            conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer's thread does it (:class:`_Checkpointer`)
             # Deleted and rewritten rows are zeroed, not left in free space: forgetting (a purge, an
             # edit that drops words, a trimmed turn log) leaves no readable remnant in the file.
             conn.execute("PRAGMA secure_delete=ON")
@@ -92,6 +143,7 @@ class SqliteLedger(Ledger):
                 raise
             else:
                 conn.execute("COMMIT")
+        self._checkpointer.nudge()
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
@@ -150,10 +202,16 @@ class SqliteLedger(Ledger):
                     "purge deleted stay in %s-wal until its next checkpoint", self.path, self.path.name)
         return False
 
+    def checkpoint(self) -> None:
+        """Fold what the WAL holds into the database file, as far as no reader still needs it (PASSIVE)."""
+        with self._gate.shared():
+            self._conn().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
     def describe(self) -> str:
         return f"the SQLite ledger {self.path}"
 
     def close(self) -> None:
+        self._checkpointer.close()
         with self._lock:
             for conn in self._all:
                 try:
