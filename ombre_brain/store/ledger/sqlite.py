@@ -69,7 +69,8 @@ class _Checkpointer:
             self._wake.clear()  # a commit from here on asks for the next round
             try:
                 self._ledger.checkpoint()
-            except sqlite3.Error as exc:  # the next commit's round tries again; the WAL keeps every commit meanwhile
+            except Exception as exc:  # the thread must outlive any one failure: the next commit's round tries again,
+                # and the WAL keeps every commit meanwhile
                 log.warning("ledger: WAL checkpoint of %s failed: %s", self._ledger.path, exc)
 
     def close(self) -> None:
