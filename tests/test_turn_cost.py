@@ -401,3 +401,58 @@ def test_a_query_encoded_ahead_is_the_same_and_a_purge_meanwhile_drops_it(brain)
     if pending is not None:
         pending.result()
     assert "did grandma like the beach?" not in enc._cache
+
+
+def test_a_memory_s_words_come_from_its_stored_tokens_as_a_cut_would_give_them(brain, monkeypatch):
+    """Admission reads a short memory's words from the tokens its write stored, and they are the words cutting its
+    fields again gives; a memory with a moment long enough to be a piece of a cut sentence, or a bucket of another
+    version than the stored one, is cut again; a turn admits the same either way."""
+    from ombre_brain.buckets import bucket_from_dict
+    from ombre_brain.retrieval.alignment import memory_words
+    from ombre_brain.retrieval.evidence import SHORT_MOMENT
+
+    long_sentence = "我们沿着海边一直走" * (SHORT_MOMENT // 8)
+    written = [brain.write("u", title=t, body=b, tags=tags) for t, b, tags in [
+        ("和外婆去海边", "周末和外婆去海边捡贝壳，看了日出。\n\n回来的路上吃了海鲜面。", ["家人"]),
+        ("Guitar lessons with Mia", "Mia taught me three chords; I can't play barre chords yet.", ["music"]),
+        ("哥哥的新工作", "哥哥在上海找到了新工作 at a bank, 3.5 days a week.\n### comment\n他很开心", []),
+        ("一次长长的散步", long_sentence + "。", []),
+    ]]
+    adm = brain.admitter
+    for w in written:
+        b = brain.store.get("u", w)
+        cut = adm._stored_cut(b)
+        if b.title == "一次长长的散步":
+            assert cut is None
+            continue
+        assert cut is not None
+        fields = (b.title, b.summary or "", "\n".join(b.tags), b.main_text)
+        assert (memory_words((b.summary or "", "\n".join(b.tags)), brain.store.tokens, adm._stop, cut=cut)
+                == memory_words(fields, brain.store.tokens, adm._stop))
+    b = brain.store.get("u", written[0])
+    other = bucket_from_dict({"space": "u", "id": b.id, "title": b.title, "body": b.body + "又去了一次。",
+                              "created": b.created}, space="u")
+    assert adm._stored_cut(other) is None  # its moments are not the ones stored
+    questions = ["还记得和外婆去海边吗", "what did Mia teach me?", "我哥在哪里工作", "那次长长的散步"]
+    stored = {q: _admissions(brain.turn("u", "s", q, dry_run=True)) for q in questions}
+    adm.clear_cache()
+    monkeypatch.setattr(type(adm), "_stored_cut", lambda self, b: None)
+    assert {q: _admissions(brain.turn("u", "s", q, dry_run=True)) for q in questions} == stored
+
+
+def test_a_quiet_candidate_s_record_is_made_when_read_from_the_turn_s_own_decisions(brain):
+    """The trace of a candidate left out without a name is serialised only when a page reads it, and then from the
+    very layer and gate the turn decided with (never decided again)."""
+    from ombre_brain.turn.context import Traced
+
+    topics = ["做饭", "看电影", "学吉他", "去海边", "搬家", "考试", "养猫", "跑步", "加班", "逛超市", "画画", "下雨天"]
+    for i, topic in enumerate(topics * 2):
+        brain.write("u", title=f"第{i}次{topic}", body=f"那天{topic}，心情还不错。")
+    turn = brain.turn("u", "s", "还记得去公园散步吗", dry_run=True)
+    traced = turn.debug["trace"]
+    assert traced and all(isinstance(t, Traced) for t in traced.values())
+    bid, entry = next(iter(traced.items()))
+    assert entry._made is None  # nothing built until read
+    explained = turn.explain(bid)
+    assert explained["layer_debug"] == entry._layer.to_dict() and explained["runtime_gate"] == entry._gate.to_dict()
+    assert entry._made is not None and turn.explain(bid) == explained

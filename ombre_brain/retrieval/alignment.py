@@ -33,12 +33,16 @@ __all__ = ["Alignment", "align", "memory_words"]
 KEY_SHARE = 0.5  # a key term weighs at least this share of the heaviest asked term
 
 
-def memory_words(texts: Iterable[str], tokenize, stop: frozenset[str]) -> tuple[str, ...]:
-    """The distinct normalised words of a memory's admissible text, stop words left out."""
+def memory_words(texts: Iterable[str], tokenize, stop: frozenset[str], *,
+                 cut: Iterable[Iterable[str]] = ()) -> tuple[str, ...]:
+    """The distinct normalised words of a memory's admissible text, stop words left out. ``cut``: parts of that
+    text already cut by the same ``tokenize`` (the tokens stored with its moments), read as they are."""
     out: set[str] = set()
     for text in texts:
         if text:
             out.update(normalize_term(w) for w in tokenize(text))
+    for words in cut:
+        out.update(normalize_term(w) for w in words)
     return tuple(sorted(out - stop))
 
 

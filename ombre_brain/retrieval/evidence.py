@@ -17,7 +17,7 @@ from time import perf_counter
 
 import numpy as np
 
-from ..buckets import bucket_id_of, build_moments
+from ..buckets import PARAGRAPH_MAX, bucket_id_of, build_moments
 from ..config import AdmissionModel, Config
 from ..recall_types import Candidate, QueryPlan
 from ..store.interfaces import Search
@@ -53,6 +53,8 @@ log = logging.getLogger("ombre_brain")
 BACKGROUND_SAMPLE = 256  # moments whose cosines to the query are its background in the space
 MIN_BACKGROUND = 8
 MIN_IDF_MOMENTS = 8  # below this a space's own idf cannot tell common words from rare ones
+SHORT_MOMENT = PARAGRAPH_MAX * 2 // 5  # a moment cut out of a longer sentence is over half PARAGRAPH_MAX long
+# before stripping (text.sentence_spans), and only such a cut can fall inside a word
 WORD_CACHE = 4096  # buckets whose words are kept (they are cut by jieba once per version)
 FULL_ROUNDS = 100  # the collector's third threshold in a prepared process: its rounds of the middle generation
 # between full collections (Python's default 10)
@@ -373,12 +375,32 @@ class Admitter:
             if hit is not None:
                 self._words.move_to_end(key)
                 return hit
-        words = memory_words((b.title, b.summary or "", "\n".join(b.tags), b.main_text), self.store.tokens, self._stop)
+        cut = self._stored_cut(b)
+        words = (memory_words((b.title, b.summary or "", "\n".join(b.tags), b.main_text), self.store.tokens, self._stop)
+                 if cut is None else memory_words((b.summary or "", "\n".join(b.tags)), self.store.tokens, self._stop,
+                                                  cut=cut))
         with self._lock:
             self._words[key] = words
             while len(self._words) > WORD_CACHE:
                 self._words.popitem(last=False)
         return words
+
+    def _stored_cut(self, b) -> list[list[str]] | None:
+        """The title's and main text's words as the write cut them: the tokens stored with the memory's content
+        moments, which the turn read with its candidates (jieba cutting a memory new to the process again was 1 ms
+        of a turn's admission; design §23). None where they cannot stand for the whole text: a moment stored for
+        another version of it, or one long enough to be a piece of a sentence cut inside a word (``SHORT_MOMENT``)."""
+        moments = [m for m in build_moments(b) if not m.context_only]
+        if not moments or any(len(m.text) > SHORT_MOMENT for m in moments):
+            return None
+        got = self.store.moment_tokens(b.space, [m.id for m in moments])
+        cut = []
+        for m in moments:
+            text, tokens = got.get(m.id, (None, None))
+            if text != m.text:
+                return None
+            cut.append(tokens)
+        return cut
 
     def admission_model(self, model_id: str) -> AdmissionModel | None:
         """The fitted admission for this embedder, or None (lexical-only admission, with a warning once)."""

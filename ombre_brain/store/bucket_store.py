@@ -93,6 +93,7 @@ class BucketStore:
     moments_with_buckets = _via("reader")
     sample_moments = _via("reader")
     second_vectors = _via("reader")
+    moment_tokens = _via("reader")
     get_vectors = _via("reader")
     edges_ahead = _via("graph")
 

@@ -148,6 +148,7 @@ class Reader:
         buckets: dict[str, Bucket] = {}
         memo = self.scope.memo(space, "buckets")
         kept = self.scope.memo(space, "seconds") if seconds else None
+        cut = self.scope.memo(space, "tokens") if seconds else None
         cols = 'm.id, m.bucket_id, m.ordinal, m.section, m.context_only, m.text, m.start, m."end", b.data'
         for i in range(0, len(ids), 900):
             part = ids[i:i + 900]
@@ -158,9 +159,12 @@ class Reader:
             among, chunk = (self.ledger.dialect.among("m.id", part) if kept is None else
                             self.ledger.dialect.among("m.bucket_id", sorted({bucket_id_of(m) for m in part})))
             for r in self.ledger.query(
-                    f"SELECT {cols}{', m.second' if kept is not None else ''} FROM moments m JOIN buckets b ON "
-                    f"b.space = m.space AND b.id = m.bucket_id WHERE m.space = ? AND b.state = 'committed' AND {among}",
+                    f"SELECT {cols}{', m.second, m.tokens' if kept is not None else ''} FROM moments m JOIN buckets b "
+                    f"ON b.space = m.space AND b.id = m.bucket_id WHERE m.space = ? AND b.state = 'committed' "
+                    f"AND {among}",
                     (space, *chunk)):
+                if cut is not None and not r["context_only"]:
+                    cut[r["id"]] = (r["text"], r["tokens"])
                 if kept is not None and r["id"] not in asked:
                     if not r["context_only"]:
                         kept[r["id"]] = (r["text"], r["second"])
@@ -193,6 +197,22 @@ class Reader:
             return None
         ids = [i for i in ids if i in got]
         return ids, np.stack([got[i] for i in ids])
+
+    def moment_tokens(self, space: str, moment_ids: Sequence[str]) -> dict[str, tuple[str, list[str]]]:
+        """The committed moments' texts and the lexical tokens stored with them at write time, by id.
+
+        Admission reads a memory's words from them instead of cutting its text again (``Admitter._memory_words``);
+        inside a turn those of the candidates' content moments came with them (:meth:`moments_with_buckets`)."""
+        ids = list(dict.fromkeys(moment_ids))
+        kept = self.scope.memo(space, "tokens") or {}
+        rows = {i: kept[i] for i in ids if i in kept}
+        rest = [i for i in ids if i not in kept]
+        for i in range(0, len(rest), 900):
+            among, chunk = self.ledger.dialect.among("m.id", rest[i:i + 900])
+            rows.update((r["id"], (r["text"], r["tokens"])) for r in self.ledger.query(
+                "SELECT m.id, m.text, m.tokens FROM moments m JOIN buckets b ON b.space = m.space "
+                f"AND b.id = m.bucket_id WHERE m.space = ? AND b.state = 'committed' AND {among}", (space, *chunk)))
+        return {i: (text, tokens.split()) for i, (text, tokens) in rows.items()}
 
     def get_vectors(self, space: str, moment_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The embeddings Chroma holds for these moments, by id (admission's exact cosines)."""

@@ -61,8 +61,9 @@ class TurnScope:
         """This turn's memo, or None outside a turn of ``space``: ``buckets`` (id -> Bucket, or None where
         there is none to see), ``edges`` (id -> every edge touching it), ``edges_ahead`` (ids -> their
         edges' read sent ahead), ``lists`` (a :class:`~.interfaces.ListRead` -> its read sent ahead),
-        ``buckets_ahead`` (bucket reads sent ahead, :meth:`~.reads.Reader.get_ahead`) and ``seconds`` (moment id
-        -> its text and stored second-opinion vector)."""
+        ``buckets_ahead`` (bucket reads sent ahead, :meth:`~.reads.Reader.get_ahead`), ``seconds`` (moment id
+        -> its text and stored second-opinion vector) and ``tokens`` (content moment id -> its text and stored lexical
+        tokens)."""
         turn = getattr(self._local, "turn", None)
         if turn is None or turn["space"] != space:
             return None

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from ..recall_types import Candidate, Suppressed
 from . import gates as G
-from .context import Decided, TurnContext, suppressed
+from .context import Decided, Traced, TurnContext, suppressed
 from .gate_registry import GateInput
 from .gate_table import GATES, block_reason
 
@@ -31,7 +31,7 @@ def direct_stage(ctx: TurnContext, cands: Sequence[Candidate]) -> tuple[list[Dec
             out.append(suppressed(None, bucket=c.bucket, layer=d, gate=gate))
         else:
             g = gate.decide("suppressed", None, block_reason(gate))
-            ctx.trace[c.bucket.id] = {"layer_debug": d.to_dict(), "runtime_gate": g.to_dict()}
+            ctx.trace[c.bucket.id] = Traced(d, g)
     passed.sort(key=lambda x: (-x.score, x.bucket.id))
     keep: list[Decided] = []
     top = (passed[0].score or 1.0) if passed else 1.0

@@ -19,7 +19,7 @@ from ..recall_types import GateResult, Item, Suppressed
 from ..store.interfaces import ListRead
 from . import gates as G
 from .budget import estimate_tokens
-from .context import Decided, Side, TurnContext, suppressed
+from .context import Decided, Side, Traced, TurnContext, suppressed
 from .gate_registry import GateInput
 from .gate_table import GATES, block_reason
 from .items import item_of
@@ -221,8 +221,7 @@ def dream(ctx: TurnContext, taken: set[str]) -> list[Item]:
         else:
             reason = verdict.get(id(s), s.gate).reason
             g = s.decided.gate.decide("suppressed", None, reason)
-            ctx.trace[s.decided.bucket.id] = {"layer_debug": s.decided.layer.to_dict(), "runtime_gate": g.to_dict(),
-                                              **extra}
+            ctx.trace[s.decided.bucket.id] = Traced(s.decided.layer, g, extra)
     return items
 
 
@@ -264,7 +263,7 @@ def _refused(ctx: TurnContext, b, d, gate_name: str) -> bool:
     if blocked is None:
         return False
     g = GATES.build(**{gate_name: blocked}).decide("suppressed", None, blocked.reason)
-    ctx.trace[b.id] = {"layer_debug": d.to_dict(), "runtime_gate": g.to_dict()}
+    ctx.trace[b.id] = Traced(d, g)
     return True
 
 
