@@ -182,8 +182,16 @@ def _run_json(capsys, argv: list[str]) -> dict:
 
 def test_eval_locomo_json_on_tiny_data(tmp_path, capsys):
     (tmp_path / "tiny.json").write_text(json.dumps(TINY_CONVERSATION), encoding="utf-8")
-    res = _run_json(capsys, ["eval", "locomo", "--data", str(tmp_path), "--k", "1,3", "--json"])
+    out = tmp_path / "rankings.json"
+    res = _run_json(capsys, ["eval", "locomo", "--data", str(tmp_path), "--k", "1,3", "--json",
+                             "--rankings", str(out)])
     assert res["conversations"] == 1 and res["questions"] == 3
+    rows = json.loads(out.read_text(encoding="utf-8"))  # every question's ranking, which the recall is read from
+    assert [r["conversation"] for r in rows] == ["tiny.json"] * 3
+    for system in ("ombre", "dense", "bm25"):
+        hits = [len(set(r[system][:3]) & set(r["wanted"])) / len(r["wanted"]) for r in rows]
+        assert all(len(r[system]) <= 3 for r in rows)
+        assert round(100 * sum(hits) / len(hits), 2) == res["systems"][system]["overall"]["recall@3"]
     assert res["dropped_evidence"] == 1  # D9:9 names no turn
     assert set(res["systems"]) == {"ombre", "dense", "bm25"}
     for r in res["systems"].values():

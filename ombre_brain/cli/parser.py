@@ -85,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(pe, data=False)
     pe.add_argument("--data", required=True, help="folder of LoCoMo *.json conversations")
     pe.add_argument("--k", default="5,10,25,50")
+    pe.add_argument("--rankings", metavar="FILE", help="also write each question's ranking by every system (JSON)")
     pe.add_argument("--json", action="store_true")
     pe.set_defaults(func=recall.cmd_eval_locomo)
     pe = esub.add_parser("recall", help="hit@k and MRR on a memories-and-queries YAML")

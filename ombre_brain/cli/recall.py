@@ -73,7 +73,7 @@ def _parse_ks(text: str) -> list[int]:
 
 
 def cmd_eval_locomo(args) -> int:
-    res = eval_locomo(args.data, _parse_ks(args.k), config=args.config)
+    res = eval_locomo(args.data, _parse_ks(args.k), config=args.config, rankings_to=args.rankings)
     return _show(res, args.json, format_locomo)
 
 

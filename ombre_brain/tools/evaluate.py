@@ -322,8 +322,12 @@ def score_locomo(questions: Sequence[Question], rankings: Sequence[Sequence[str]
 
 
 def eval_locomo(data_dir: str | Path, ks: Sequence[int] = DEFAULT_KS, *, config=None,
-                show_progress: bool = True) -> dict:
-    """Turn-level recall@k on every LoCoMo conversation in ``data_dir`` (see the module docstring)."""
+                show_progress: bool = True, rankings_to: str | Path | None = None) -> dict:
+    """Turn-level recall@k on every LoCoMo conversation in ``data_dir`` (see the module docstring).
+
+    ``rankings_to``: also write every question's ranking by each system there (JSON), so two runs can be compared
+    question by question: Chroma's HNSW graph, built with parallel inserts, differs from run to run, and so does
+    the dense channel's top 50 for a few dozen questions of 1,345 (docs/benchmarks.md)."""
     from ..errors import ValidationError
 
     files = sorted(Path(data_dir).glob("*.json"))
@@ -334,6 +338,7 @@ def eval_locomo(data_dir: str | Path, ks: Sequence[int] = DEFAULT_KS, *, config=
     rankings: dict[str, list[list[str]]] = {s: [] for s in SYSTEMS}
     seconds = dict.fromkeys(SYSTEMS, 0.0)
     embed_s, dropped, model_id = 0.0, 0, ""
+    named: list[str] = []  # each question's conversation file
     for f in files:
         ds = load_locomo(f)
         dropped += ds.dropped_evidence
@@ -341,6 +346,7 @@ def eval_locomo(data_dir: str | Path, ks: Sequence[int] = DEFAULT_KS, *, config=
             continue
         got = run_dataset(ds, max(ks), config=config, show_progress=show_progress)
         questions += ds.questions
+        named += [f.name] * len(ds.questions)
         for s in SYSTEMS:
             rankings[s] += got["rankings"][s]
             seconds[s] += got["seconds"][s]
@@ -350,6 +356,11 @@ def eval_locomo(data_dir: str | Path, ks: Sequence[int] = DEFAULT_KS, *, config=
     systems = {}
     for s in SYSTEMS:
         systems[s] = score_locomo(questions, rankings[s], ks) | {"ms_per_query": round(1000 * seconds[s] / n, 2)}
+    if rankings_to is not None:
+        rows = [{"conversation": name, "question": q.text, "category": q.category, "wanted": list(q.wanted),
+                 **{s: rankings[s][i][:max(ks)] for s in SYSTEMS}}
+                for i, (name, q) in enumerate(zip(named, questions, strict=True))]
+        Path(rankings_to).write_text(json.dumps(rows, ensure_ascii=False, indent=0), encoding="utf-8")
     return {"conversations": len(files), "questions": len(questions), "systems": systems,
             "embedder": model_id, "embed_ms_per_query": round(1000 * embed_s / n, 2),
             "dropped_evidence": dropped}
