@@ -120,6 +120,50 @@ def test_exact_duplicate_returns_the_existing_id(mode_brain):
     assert doctor(mode_brain, repair=False)["consistent"]
 
 
+def test_a_duplicate_of_a_write_in_flight_is_answered_once_that_write_is_committed(mode_brain):
+    """Two writers of the same content at once: the second is answered with the first's id only when that bucket is
+    committed, so an edit right after never finds it missing (it did, now and then, in test_concurrency.py)."""
+    import threading
+
+    store = mode_brain.store
+    writer = store.writer
+    real_put = writer._chroma_put
+    in_flight, release = threading.Event(), threading.Event()
+
+    def slow_put(bucket, moments, vectors):  # the first writer stops between its pending row and Chroma
+        if not in_flight.is_set():
+            in_flight.set()
+            release.wait(30)
+        real_put(bucket, moments, vectors)
+
+    writer._chroma_put = slow_put
+    got: dict = {}
+
+    def first():
+        got["first"] = mode_brain.write(space=SPACE, title="外婆做的红烧肉", body="过年的时候做的")
+
+    def second():
+        try:
+            bid = got["second"] = mode_brain.write(space=SPACE, title="外婆做的红烧肉", body="过年的时候做的")
+            mode_brain.update(SPACE, bid, importance=9)  # at once, as an HTTP client editing what it was answered
+        except Exception as exc:  # noqa: BLE001 - the assertion below names it
+            got["error"] = repr(exc)
+
+    a = threading.Thread(target=first)
+    a.start()
+    assert in_flight.wait(30)
+    b = threading.Thread(target=second)
+    b.start()
+    b.join(2)  # without the turn-taking the second writer is answered (and its edit fails) well within this
+    release.set()
+    a.join(30)
+    b.join(30)
+    writer._chroma_put = real_put
+    assert "error" not in got, got.get("error")
+    assert got["first"] == got["second"] and mode_brain.get(SPACE, got["first"]).importance == 9
+    assert doctor(mode_brain, repair=False)["consistent"]
+
+
 def test_update_reindexes_words_and_vectors(mode_brain):
     store = mode_brain.store
     bid = mode_brain.write(space=SPACE, title="周末计划", body="我们打算去爬山，看云海。\n\n### feeling\n很期待")

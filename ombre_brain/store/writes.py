@@ -57,6 +57,9 @@ def moment_meta(bucket: Bucket, m: Moment) -> dict:
     }
 
 
+CONTENT_LOCK = "content:"  # the bucket_lock key of a write's content hash (a lock shared with a bucket id only serialises)
+
+
 class Writer:
     """The write-ahead protocol for single buckets, their claims and their removal."""
 
@@ -87,19 +90,22 @@ class Writer:
         self.core.ensure_space(bucket.space)
         moments, tokens, vectors = self._prepare(bucket)
         chash = bucket.content_hash()
-        with self.ledger.tx() as c:
-            if dedupe:
-                dup = c.execute("SELECT id, data FROM buckets WHERE space = ? AND content_hash = ? AND "
-                                "state != 'deleting' ORDER BY created, id LIMIT 1", (bucket.space, chash)).fetchone()
-                if dup is not None:
-                    self._claim(c, bucket, bucket_from_json(dup["data"]), given)
-                    return dup["id"], False
-            if c.execute("SELECT 1 FROM buckets WHERE space = ? AND id = ?", (bucket.space, bucket.id)).fetchone():
-                raise ValidationError(f"bucket {bucket.id!r} already exists in space {bucket.space!r}",
-                                      field="id", code="duplicate_id")
-            self.insert_rows(c, bucket, moments, tokens, chash)
-        self._chroma_put(bucket, moments, vectors)
-        self._commit(bucket.space, bucket.id)
+        # Writers of the same content take turns: a duplicate found while its first writer is still on its way (the
+        # row pending, Chroma not yet written) would be answered with an id that an edit a moment later finds missing.
+        with self.core.bucket_lock(bucket.space, [CONTENT_LOCK + chash]):
+            with self.ledger.tx() as c:
+                if dedupe:
+                    dup = c.execute("SELECT id, data FROM buckets WHERE space = ? AND content_hash = ? AND state != "
+                                    "'deleting' ORDER BY created, id LIMIT 1", (bucket.space, chash)).fetchone()
+                    if dup is not None:
+                        self._claim(c, bucket, bucket_from_json(dup["data"]), given)
+                        return dup["id"], False
+                if c.execute("SELECT 1 FROM buckets WHERE space = ? AND id = ?", (bucket.space, bucket.id)).fetchone():
+                    raise ValidationError(f"bucket {bucket.id!r} already exists in space {bucket.space!r}",
+                                          field="id", code="duplicate_id")
+                self.insert_rows(c, bucket, moments, tokens, chash)
+            self._chroma_put(bucket, moments, vectors)
+            self._commit(bucket.space, bucket.id)
         return bucket.id, True
 
     def _claim(self, c, new: Bucket, stored: Bucket, given: Iterable[str]) -> None:
