@@ -57,7 +57,7 @@ def moment_meta(bucket: Bucket, m: Moment) -> dict:
     }
 
 
-CONTENT_LOCK = "content:"  # the bucket_lock key of a write's content hash (a lock shared with a bucket id only serialises)
+CONTENT_LOCK = "content:"  # the bucket_lock key of a write's content hash (sharing a stripe only serialises)
 
 
 class Writer:
