@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from functools import cache
 
 from .buckets import Bucket
 from .config import Config, favorite_tags
@@ -74,6 +75,11 @@ def is_favorite(bucket: Bucket, cfg: Config) -> bool:
     return favorite_tag_of(bucket, cfg) is not None and favorite_reason(bucket) is not None
 
 
+STORAGE_ROLES = ("core", "anchor", "self", "weather", "favorite")
+"""Every role :func:`storage_roles` writes, in the order it writes them (rows written before ``anchor`` and ``self``
+existed hold the others in this same order)."""
+
+
 def storage_roles(bucket: Bucket) -> str:
     """The side sections a bucket may stand in (and whether it is an anchor), as ``",core,favorite,"`` (``""`` for
     none), for the store's index.
@@ -84,18 +90,29 @@ def storage_roles(bucket: Bucket) -> str:
     It is a superset that needs no config: the layer itself is still decided by
     :func:`infer_layer` at read time, so a persona's favorite tags still apply.
     """
-    roles = []
-    if bucket.pinned or bucket.protected or bucket.type == "permanent":
-        roles.append("core")
-    if bucket.anchor:
-        roles.append("anchor")  # anchors are counted against their cap of 24 per space (kinds/anchors.py)
-    if bucket.kind_fields and "self" in bucket.kind_fields:
-        roles.append("self")  # self-model entries and candidates, listed by the I tool (kinds/selfmodel.py)
-    if bucket.type == "feel" and bucket.tag_set & WEATHER_TAGS:
-        roles.append("weather")
-    if favorite_reason(bucket) is not None:
-        roles.append("favorite")
+    held = {
+        "core": bucket.pinned or bucket.protected or bucket.type == "permanent",
+        "anchor": bucket.anchor,  # anchors are counted against their cap of 24 per space (kinds/anchors.py)
+        "self": bool(bucket.kind_fields and "self" in bucket.kind_fields),  # listed by the I tool (kinds/selfmodel.py)
+        "weather": bucket.type == "feel" and bool(bucket.tag_set & WEATHER_TAGS),
+        "favorite": favorite_reason(bucket) is not None,
+    }
+    roles = [r for r in STORAGE_ROLES if held[r]]
     return f",{','.join(roles)}," if roles else ""
+
+
+@cache
+def role_values(role: str) -> tuple[str, ...]:
+    """Every value of the roles column that holds ``role``: the store reads a role as an equality on its index
+    (a few index seeks) instead of a substring test of every bucket with any role (0.7 ms a list at 100k)."""
+    if role not in STORAGE_ROLES:
+        raise ValueError(f"unknown storage role {role!r}; known: {', '.join(STORAGE_ROLES)}")
+    others = [r for r in STORAGE_ROLES if r != role]
+    out = []
+    for mask in range(1 << len(others)):
+        held = {role} | {r for i, r in enumerate(others) if mask >> i & 1}
+        out.append(f",{','.join(r for r in STORAGE_ROLES if r in held)},")
+    return tuple(out)
 
 
 def _storage_signals(bucket: Bucket, cfg: Config) -> list[str]:

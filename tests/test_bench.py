@@ -21,6 +21,28 @@ def test_bench_json_shape(capsys):
     for key in ("turn_ms", "floor_ms"):
         assert set(res[key]) == {"p50", "p95"} and 0 < res[key]["p50"] <= res[key]["p95"]
     assert res["overhead_p95"] == round(res["turn_ms"]["p95"] / res["floor_ms"]["p95"], 2)
+    assert res["overhead_p95_floor_after"] == round(res["turn_ms"]["p95"] / res["floor_after_ms"]["p95"], 2)
+
+
+def test_the_floor_is_sampled_after_each_turn_and_again_in_a_phase_of_its_own(tmp_path):
+    """A floor sample follows every measured turn (a slow minute slows both alike); the earlier method's
+    floor, sampled after all the turns, is measured too, on queries of its own."""
+    from ombre_brain import Brain
+    from ombre_brain.tools.bench import bench_turns, bench_write
+
+    events: list[tuple[str, str]] = []
+    with Brain.open(tmp_path / "data") as brain:
+        bench_write(brain, synthetic_store(12, seed=2)[0], measure_floor=False)
+        turn, queries = brain.turn, brain.store.embedder.queries
+        brain.turn = lambda space, session, q, **kw: (events.append(("turn", q)), turn(space, session, q, **kw))[1]
+        brain.store.embedder.queries = lambda texts: (events.append(("embed", texts[0])), queries(texts))[1]
+        qs = synthetic_queries(9, seed=3)
+        res = bench_turns(brain, qs[1:4], qs[4:7], qs[:1], after_queries=qs[7:])
+    measured = [e for e in events if e[1] not in qs[:1]]  # past the warm-up turn
+    turns_and_floors = [e for e in measured if e[0] == "turn" or e[1] in qs[4:]]
+    assert turns_and_floors == [("turn", qs[1]), ("embed", qs[4]), ("turn", qs[2]), ("embed", qs[5]),
+                                ("turn", qs[3]), ("embed", qs[6]), ("embed", qs[7]), ("embed", qs[8])]
+    assert set(res) == {"turn_ms", "floor_ms", "floor_after_ms"}
 
 
 def test_bench_write_only_and_turns_only(capsys):

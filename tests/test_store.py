@@ -226,6 +226,32 @@ def test_two_stores_share_one_chroma_server_without_collisions(tmp_path, chroma_
         assert doctor(one, repair=False)["consistent"]
 
 
+def test_a_role_is_read_as_an_index_seek_over_every_value_that_holds_it(brain):
+    """The store reads a role as ``roles IN (every value holding it)``: each combination storage_roles can write
+    is among those values, and a bucket with several roles is listed under each of them."""
+    import itertools
+
+    from ombre_brain.buckets import Bucket
+    from ombre_brain.memory_layers import STORAGE_ROLES, role_values, storage_roles
+
+    flags = {"core": {"pinned": True}, "anchor": {"anchor": True}, "self": {"kind_fields": {"self": {}}},
+             "weather": {"type": "feel", "tags": ["relationship_weather"]},
+             "favorite": {"body": "那天。\n\n### favorite_reason\n她笑了。"}}
+    for n in range(1, len(STORAGE_ROLES) + 1):
+        for held in itertools.combinations(STORAGE_ROLES, n):
+            kw = {k: v for r in held for k, v in flags[r].items()}
+            roles = storage_roles(Bucket(id="b", space="u", title="t", **{"body": "那天。", **kw}))
+            assert roles == f",{','.join(held)},"
+            assert all(roles in role_values(r) for r in held)
+            assert not any(roles in role_values(r) for r in STORAGE_ROLES if r not in held)
+    several = brain.write(space=SPACE, title="海边的约定", body="每年都去。\n\n### favorite_reason\n那是我们的开始。",
+                          tags=["haven_favorite"], pinned=True, anchor=True)
+    brain.write(space=SPACE, title="平常的一天", body="去公园散步。")
+    for role in ("core", "anchor", "favorite"):
+        assert [b.id for b in brain.store.list(SPACE, role=role, limit=10)] == [several], role
+    assert brain.store.list(SPACE, role="weather", limit=10) == []
+
+
 @sqlite_only
 def test_side_section_roles_are_indexed_and_backfilled_in_an_old_ledger(brain_path):
     """Core, weather and favorite candidates come from an indexed ``roles`` column, which an older

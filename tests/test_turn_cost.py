@@ -16,6 +16,7 @@ from ombre_brain.buckets import _decoded, _evidence_text, _sections_of, bucket_f
 from ombre_brain.errors import ValidationError
 from ombre_brain.retrieval.dict_evidence import dict_evidence
 from ombre_brain.retrieval.dictionary import Bridge
+from ombre_brain.retrieval.features import _is_cjk
 from ombre_brain.tools.bench_check import check_run, read_recorded
 
 ENTRIES = [
@@ -205,11 +206,12 @@ def test_a_decoded_bucket_is_reused_and_a_purge_forgets_it(brain):
     text = brain.store.ledger.one("SELECT data FROM buckets WHERE space = ? AND id = ?", ("u", bid))["data"]
     assert bucket_from_json(text) is bucket_from_json(text)  # one decoding per stored text
     brain.turn("u", "s", "我对什么过敏？")
-    assert _decoded.cache_info().currsize > 0
+    assert _decoded.cache_info().currsize > 0 and _is_cjk.cache_info().currsize > 0
     brain.purge("u", bucket_ids=[bid])
     assert _decoded.cache_info().currsize == 0  # the cache quotes memories: a purge empties it
     assert main_text_of.cache_info().currsize == 0
     assert _sections_of.cache_info().currsize == 0 and _evidence_text.cache_info().currsize == 0
+    assert _is_cjk.cache_info().currsize == 0
 
 
 def test_the_lexical_index_leaves_the_collectors_rounds(brain):
@@ -307,6 +309,19 @@ def test_a_ratio_worse_than_recorded_past_the_tolerance_fails():
         check_run({"buckets": 1000, "overhead_p95": 2.0}, rec)
     with pytest.raises(ValidationError, match="tolerance"):
         check_run({"buckets": 10000, "overhead_p95": 2.0}, rec, 1.5)
+
+
+def test_a_run_recorded_with_the_floor_after_the_turns_is_held_against_that_floor():
+    """Records from before the floor was sampled between the turns compare with this run's floor sampled the old
+    way; a record of the new method compares with the new ratio."""
+    t = {"p50": 30.0, "p95": 40.0}
+    run = {"buckets": 10000, "turn_ms": t, "overhead_p95": 2.0, "floor_after_ms": {"p50": 15.0, "p95": 16.0},
+           "overhead_p95_floor_after": 2.5}
+    old = {"buckets": 10000, "turn_ms": t, "floor_ms": {"p50": 15.0, "p95": 19.0}, "overhead_p95": 2.1}
+    assert [(c.name, c.now, c.ok) for c in check_run(run, old, 0.2)] == [("overhead_p95_floor_after", 2.5, True)]
+    assert [(c.name, c.ok) for c in check_run(run, old, 0.1)] == [("overhead_p95_floor_after", False)]
+    new = dict(run, overhead_p95=1.8)
+    assert [(c.name, c.now, c.ok) for c in check_run(run, new, 0.1)] == [("overhead_p95", 2.0, False)]
 
 
 def test_a_recorded_file_that_is_no_bench_result_is_named(tmp_path):
@@ -456,3 +471,78 @@ def test_a_quiet_candidate_s_record_is_made_when_read_from_the_turn_s_own_decisi
     explained = turn.explain(bid)
     assert explained["layer_debug"] == entry._layer.to_dict() and explained["runtime_gate"] == entry._gate.to_dict()
     assert entry._made is not None and turn.explain(bid) == explained
+
+
+def test_coverage_visits_only_the_groups_a_memory_holds_and_gives_the_same_floats_as_every_group():
+    """With a conversation in play a turn asks some twenty term groups; coverage reads only the groups of the matched
+    terms (``AskedTerms.groups_of``), summed in the groups' order: equal to the last float to the definition."""
+    import random
+
+    from ombre_brain.retrieval.asked import AskedTerms, _coverage, _heaviest
+    from ombre_brain.retrieval.terms import term_weight
+
+    def every_group(asked, matched):
+        got = set(matched)
+
+        def held(members):
+            found = members & got
+            return min(1.0, max(term_weight(m) for m in found) / _heaviest(members)) if found else 0.0
+
+        def share(groups):
+            total = sum(w for _, w in groups)
+            return sum(w * held(members) for members, w in groups) / total if total > 0 else 0.0
+
+        whole = share(asked.groups)
+        return whole if asked.message_groups is None else max(whole, share(asked.groups[:asked.message_groups]))
+
+    vocab = ["火锅", "重庆火锅", "朋友", "女朋友", "beach", "海边", "猫", "小猫咪", "concert", "mom", "周末", "run"]
+    rng = random.Random(5)
+    for _ in range(3000):
+        k = rng.randint(1, 8)
+        groups = tuple((frozenset(rng.sample(vocab, rng.randint(1, 3))), rng.random() * rng.choice([0, 1, 1]))
+                       for _ in range(k))
+        asked = AskedTerms(tuple(vocab), groups, rng.choice([None, rng.randint(0, k)]))
+        matched = rng.sample(vocab, rng.randint(0, 6))
+        assert _coverage(asked, matched) == every_group(asked, matched), (groups, asked.message_groups, matched)
+
+
+def test_a_background_is_the_same_as_building_it_afresh_for_every_query():
+    """The sample's layout (each moment's place, which scripts stand on their own) is worked out once per sample;
+    every query's background holds the same sums and cosines as one built from scratch, to the last float."""
+    import random
+
+    from ombre_brain.buckets import bucket_id_of
+    from ombre_brain.retrieval.admission import MIN_SCRIPT_BACKGROUND, Background
+
+    def afresh(ids, cos, cjk=None):
+        if len(cos) < 2:
+            return None
+        c = [float(x) for x in cos]
+        whole = (len(c), sum(c), sum(x * x for x in c), dict(zip(ids, c, strict=True)))
+        scripts = {}
+        for script in (True, False) if cjk is not None else ():
+            kept = [(i, x) for i, x, k in zip(ids, c, cjk, strict=True) if k == script]
+            if len({bucket_id_of(i) for i, _ in kept}) >= MIN_SCRIPT_BACKGROUND and len(kept) < len(c):
+                scripts[script] = afresh([i for i, _ in kept], [x for _, x in kept])
+        return whole, scripts
+
+    def seen(bg):
+        return None if bg is None else ((bg.n, bg.s1, bg.s2, dict(bg.by_moment)), {s: seen(b) for s, b in
+                                                                                  bg.by_script.items()})
+
+    rng = random.Random(3)
+    for _ in range(200):
+        n = rng.randint(0, 40)
+        ids = [f"b{rng.randint(0, 25)}#{rng.randint(1, 3)}" for _ in range(n)]
+        cjk = [rng.random() < rng.random() for _ in range(n)]
+        for _query in range(3):  # one sample, several queries
+            cos = [rng.uniform(-0.2, 0.95) for _ in range(n)]
+            assert seen(Background.of(ids, cos, cjk)) == afresh(ids, cos, cjk)
+            assert seen(Background.of(ids, cos)) == afresh(ids, cos)
+            bg = Background.of(ids, cos, cjk)
+            by_dict = bg and Background(bg.n, bg.s1, bg.s2, dict(zip(ids, cos, strict=True)))
+            for m in ids[:3] if bg is not None else ():
+                assert bg.z(0.5, m) == by_dict.z(0.5, m) and bg.by_moment.get(m) == by_dict.by_moment[m]
+            assert bg is None or bg.by_moment.get("absent#1") is None
+    with pytest.raises(ValueError, match="3 moment ids but 2 cosines"):
+        Background.of(["a#1", "b#1", "c#1"], [0.1, 0.2])

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from ..buckets import bucket_id_of
@@ -29,8 +30,10 @@ from ..config import AdmissionModel
 from ..recall_types import Admission, Candidate
 from .alignment import NONE as NO_ALIGNMENT
 from .alignment import Alignment
-from .asked import AskedTerms, admissible_texts, asked_terms, clear_cache, discriminative_terms, found, lexical_match
+from .asked import AskedTerms, admissible_texts, asked_terms, discriminative_terms, found, lexical_match
+from .asked import clear_cache as _forget_texts
 from .features import FEATURES, bucket_is_cjk, candidate_features
+from .features import clear_cache as _forget_scripts
 
 __all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admissible_texts", "admit", "asked_terms",
            "bucket_is_cjk", "candidate_features", "clear_cache", "discriminative_terms", "evidence_of", "found",
@@ -39,6 +42,12 @@ __all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admissible_
 
 MIN_BACKGROUND_STD = 0.01
 MIN_SCRIPT_BACKGROUND = 8  # sampled memories a script needs for a background of its own
+
+
+def clear_cache() -> None:
+    """Forget every per-text cache of admission: case-folded fields and scripts judged (a purge)."""
+    _forget_texts()
+    _forget_scripts()
 
 
 # ---------------------------------------------------------------- dense evidence and the score
@@ -70,15 +79,17 @@ class Background:
         if len(cosines) < 2:
             return None
         c = [float(x) for x in cosines]
-        whole = cls(len(c), sum(c), sum(x * x for x in c), dict(zip(ids, c, strict=True)))
+        if len(ids) != len(c):
+            raise ValueError(f"{len(ids)} moment ids but {len(c)} cosines")
+        split = _split(tuple(ids), None if cjk is None else tuple(cjk))
+        whole = cls(len(c), sum(c), sum(x * x for x in c), _Cosines(split.index, c))
         if cjk is None:
             return whole
         scripts = {}
-        for script in (True, False):
-            kept = [(i, x) for i, x, k in zip(ids, c, cjk, strict=True) if k == script]
-            memories = {bucket_id_of(i) for i, _ in kept}
-            if len(memories) >= MIN_SCRIPT_BACKGROUND and len(kept) < len(c):
-                scripts[script] = cls.of([i for i, _ in kept], [x for _, x in kept])
+        for script, (at, index) in split.scripts.items():
+            kept = [c[i] for i in at]
+            scripts[script] = (cls(len(kept), sum(kept), sum(x * x for x in kept), _Cosines(index, c))
+                               if len(kept) >= 2 else None)
         return dataclasses.replace(whole, by_script=scripts)
 
     def within(self, cjk: bool) -> Background:
@@ -98,6 +109,53 @@ class Background:
         mean = s1 / n
         std = math.sqrt(max(s2 / n - mean * mean, 0.0))
         return (cos - mean) / max(std, MIN_BACKGROUND_STD)
+
+
+class _Cosines(Mapping):
+    """A background's cosine by moment id, read through the sample's index: the same mapping as a dict of them,
+    without building one per query."""
+
+    __slots__ = ("_index", "_values")
+
+    def __init__(self, index: Mapping[str, int], values: Sequence[float]) -> None:
+        self._index, self._values = index, values
+
+    def __getitem__(self, moment_id: str) -> float:
+        return self._values[self._index[moment_id]]
+
+    def get(self, moment_id, default=None):
+        i = self._index.get(moment_id)
+        return default if i is None else self._values[i]
+
+    def __iter__(self):
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Split:
+    index: dict[str, int]                                       # moment id -> its place in the sample
+    scripts: dict[bool, tuple[tuple[int, ...], dict[str, int]]]  # script -> (its places, its ids' places)
+
+
+@lru_cache(maxsize=16)
+def _split(ids: tuple[str, ...], cjk: tuple[bool, ...] | None) -> _Split:
+    """Where each sampled moment sits, and which scripts have a background of their own (MIN_SCRIPT_BACKGROUND
+    sampled memories, beside another script): the same for every query against one sample, so worked out once.
+    Keyed by moment ids and flags, never text."""
+    index = {m: i for i, m in enumerate(ids)}
+    scripts = {}
+    if cjk is not None:
+        if len(cjk) != len(ids):
+            raise ValueError(f"{len(ids)} moment ids but {len(cjk)} script flags")
+        for script in (True, False):
+            at = tuple(i for i, k in enumerate(cjk) if k == script)
+            memories = {bucket_id_of(ids[i]) for i in at}
+            if len(memories) >= MIN_SCRIPT_BACKGROUND and len(at) < len(ids):
+                scripts[script] = (at, {ids[i]: i for i in at})
+    return _Split(index, scripts)
 
 
 @dataclasses.dataclass(frozen=True)

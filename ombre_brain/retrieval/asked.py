@@ -9,6 +9,7 @@ asked weight they cover (:func:`lexical_match`). Pure, with per-text caches a pu
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
@@ -96,6 +97,21 @@ class AskedTerms:
     groups: tuple[tuple[frozenset[str], float], ...]  # weighted term groups, for coverage
     message_groups: int | None = None                  # how many of ``groups`` are the message's own
 
+    @functools.cached_property
+    def groups_of(self) -> dict[str, tuple[int, ...]]:
+        """Each member term's groups, by index: a candidate's coverage visits only the groups it holds."""
+        out: dict[str, list[int]] = {}
+        for i, (members, _w) in enumerate(self.groups):
+            for m in members:
+                out.setdefault(m, []).append(i)
+        return {m: tuple(ix) for m, ix in out.items()}
+
+    @functools.cached_property
+    def totals(self) -> dict[int, float]:
+        """The asked weight of the first n groups, summed in order, for n = all and n = the message's own."""
+        ns = {len(self.groups), *(() if self.message_groups is None else (self.message_groups,))}
+        return {n: sum(w for _, w in self.groups[:n]) for n in ns}
+
 
 def asked_terms(plan_terms: Sequence[str], *, idf: Callable[[str], float], cfg: Any,
                 context: Sequence[tuple[str, float]] = ()) -> AskedTerms:
@@ -118,23 +134,34 @@ def _coverage(asked: AskedTerms, matched: Sequence[str]) -> float:
 
     A group held only through a shorter cut (朋友 of 女朋友, 火锅 of 重庆火锅) counts for that cut's share
     of the group's weight: a memory about a boyfriend or a best friend does not say what a girlfriend is.
+
+    Only the groups a matched term is in are visited (:attr:`AskedTerms.groups_of`), in the groups' order, so
+    the sums are the same floats as over every group: with a conversation in play a turn asks some twenty
+    groups and a memory holds two or three of them.
     """
-    got = set(matched)
-
-    def held(members: frozenset[str]) -> float:
-        found = members & got
-        if not found:
-            return 0.0
-        return min(1.0, max(term_weight(m) for m in found) / _heaviest(members))
-
-    def share(groups) -> float:
-        total = sum(w for _, w in groups)
-        return sum(w * held(members) for members, w in groups) / total if total > 0 else 0.0
-
-    whole = share(asked.groups)
+    best: dict[int, float] = {}
+    for t in matched:
+        for i in asked.groups_of.get(t, ()):
+            w = term_weight(t)
+            if w > best.get(i, -1.0):
+                best[i] = w
+    whole = _share(asked, best, len(asked.groups))
     if asked.message_groups is None:
         return whole
-    return max(whole, share(asked.groups[:asked.message_groups]))
+    return max(whole, _share(asked, best, asked.message_groups))
+
+
+def _share(asked: AskedTerms, best: dict[int, float], upto: int) -> float:
+    """The weighted share of the first ``upto`` groups held, each by its best matched member's share."""
+    total = asked.totals[upto]
+    if not total > 0:
+        return 0.0
+    held = 0
+    for i in sorted(best):
+        if i < upto:
+            members, w = asked.groups[i]
+            held += w * min(1.0, best[i] / _heaviest(members))
+    return held / total
 
 
 @lru_cache(maxsize=4096)

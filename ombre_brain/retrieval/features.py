@@ -24,7 +24,7 @@ import contextlib
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from ..buckets import main_text_of
@@ -39,7 +39,18 @@ def bucket_is_cjk(b: Any) -> bool:
     """Whether a memory is written in CJK, judged by its title and the start of its text together: a Chinese
     memory with a Latin-only moment ("ENFP", "2024.05.20", "iPhone 15 Pro Max 到了") stays Chinese, so a store
     of one language is never split in two."""
-    return is_cjk_text(f"{b.title}\n{main_text_of(b.body)[:SCRIPT_SAMPLE_CHARS]}")
+    return _is_cjk(b.title, b.body)
+
+
+@lru_cache(maxsize=4096)
+def _is_cjk(title: str, body: str) -> bool:
+    """Judged once per version of a memory's text, not once per turn it is a candidate in (:func:`clear_cache`)."""
+    return is_cjk_text(f"{title}\n{main_text_of(body)[:SCRIPT_SAMPLE_CHARS]}")
+
+
+def clear_cache() -> None:
+    """Forget the memory texts judged (a purge: they quote memories)."""
+    _is_cjk.cache_clear()
 
 INPUTS = ("lexical", "dense", "second_opinion", "alignment", "reference", "dictionary")
 """What a feature may read; the admission stage gathers an input only when a feature in use reads it."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..buckets import Bucket, Moment, bucket_from_json, bucket_id_of
+from ..memory_layers import role_values
 from ..retrieval.second_opinion import decode_blob
 from .interfaces import ListRead
 
@@ -108,9 +109,10 @@ class Reader:
             where += " AND type = ?"
             params.append(type)
         dialect = self.ledger.dialect
-        if role:
-            where += f" AND roles != '' AND {dialect.contains('roles')}"
-            params.append(f",{role},")
+        if role:  # roles != '' names the partial index's condition; IN makes the role an index seek
+            values = role_values(role)
+            where += f" AND roles != '' AND roles IN ({', '.join('?' * len(values))})"
+            params += values
         if limit is None:
             limit = dialect.no_limit
         if not since:
