@@ -141,8 +141,8 @@ def _coverage(asked: AskedTerms, matched: Sequence[str]) -> float:
     """
     best: dict[int, float] = {}
     for t in matched:
+        w = term_weight(t)
         for i in asked.groups_of.get(t, ()):
-            w = term_weight(t)
             if w > best.get(i, -1.0):
                 best[i] = w
     whole = _share(asked, best, len(asked.groups))

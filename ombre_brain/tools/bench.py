@@ -298,7 +298,7 @@ def bench_turns(brain, queries: list[str], floor_queries: list[str], warmup: lis
     turn_ms, floor_ms = [], []
     bar = _bar(len(queries) + len(after_queries), "turns", "turn")
     history: list[dict] = []
-    for i, q in enumerate(queries):
+    for i, (q, fq) in enumerate(zip(queries, floor_queries, strict=True)):  # a repeated floor query would be cached
         now = BASE_TIME + timedelta(hours=1, minutes=i)
         if i % TURNS_PER_SESSION == 0:
             history = []
@@ -306,7 +306,7 @@ def bench_turns(brain, queries: list[str], floor_queries: list[str], warmup: lis
         t0 = perf_counter()
         brain.turn(SPACE, f"bench-{i // TURNS_PER_SESSION}", q, now=now, context=heard)
         turn_ms.append((perf_counter() - t0) * 1000)
-        floor_ms.append(floor(floor_queries[i % len(floor_queries)]))
+        floor_ms.append(floor(fq))
         history += [{"role": "user", "content": q}, {"role": "assistant", "content": REPLIES[i % len(REPLIES)]}]
         bar.update()
     after_ms = []
