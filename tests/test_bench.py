@@ -24,7 +24,7 @@ def test_bench_json_shape(capsys):
     assert res["overhead_p95_floor_after"] == round(res["turn_ms"]["p95"] / res["floor_after_ms"]["p95"], 2)
 
 
-def test_the_floor_is_sampled_after_each_turn_and_again_in_a_phase_of_its_own(tmp_path):
+def test_the_floor_is_sampled_after_each_turn_and_again_in_a_phase_of_its_own(tmp_path, monkeypatch):
     """A floor sample follows every measured turn (a slow minute slows both alike); the earlier method's
     floor, sampled after all the turns, is measured too, on queries of its own."""
     from ombre_brain import Brain
@@ -34,8 +34,11 @@ def test_the_floor_is_sampled_after_each_turn_and_again_in_a_phase_of_its_own(tm
     with Brain.open(tmp_path / "data") as brain:
         bench_write(brain, synthetic_store(12, seed=2)[0], measure_floor=False)
         turn, queries = brain.turn, brain.store.embedder.queries
-        brain.turn = lambda space, session, q, **kw: (events.append(("turn", q)), turn(space, session, q, **kw))[1]
-        brain.store.embedder.queries = lambda texts: (events.append(("embed", texts[0])), queries(texts))[1]
+        # the embedder is the process's shared one: monkeypatch puts its method back for the tests after this one
+        monkeypatch.setattr(brain, "turn", lambda space, session, q, **kw: (events.append(("turn", q)),
+                                                                         turn(space, session, q, **kw))[1])
+        monkeypatch.setattr(brain.store.embedder, "queries",
+                            lambda texts: (events.extend(("embed", t) for t in texts), queries(texts))[1])
         qs = synthetic_queries(9, seed=3)
         res = bench_turns(brain, qs[1:4], qs[4:7], qs[:1], after_queries=qs[7:])
     measured = [e for e in events if e[1] not in qs[:1]]  # past the warm-up turn
