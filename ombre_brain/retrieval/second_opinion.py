@@ -117,16 +117,33 @@ class SecondOpinion:
                     out[w] = self._words[w]
         new = [w for w in dict.fromkeys(words) if w not in out]
         if new:
-            known = [w for w in new if not self._unknown(w)]
-            vecs = self._encode(known).astype(np.float16) if known else ()
-            got = dict(zip(known, vecs, strict=True))
-            with self._lock:
-                for w in new:
-                    v = got.get(w)
-                    self._words[w] = out[w] = v
+            out.update(self._learn(new, self._generation))
+        return {w: (None if v is None else v.astype(np.float32)) for w, v in out.items()}
+
+    def _learn(self, new: Sequence[str], generation: int) -> dict[str, np.ndarray | None]:
+        """Encode words not yet held (float16 rows; None for one the vocabulary does not know) into the word
+        cache, unless a purge came in between (``generation``)."""
+        known = [w for w in new if not self._unknown(w)]
+        vecs = self._encode(known).astype(np.float16) if known else ()
+        got: dict[str, np.ndarray | None] = dict.fromkeys(new)
+        got.update(zip(known, vecs, strict=True))
+        with self._lock:
+            if generation == self._generation:
+                self._words.update(got)
                 while len(self._words) > WORD_CACHE:
                     self._words.popitem(last=False)
-        return {w: (None if v is None else v.astype(np.float32)) for w, v in out.items()}
+        return got
+
+    def warm(self, words: Sequence[str], batch: int = 256) -> int:
+        """Encode ``words`` into the word cache ahead of any turn (a server's start: the words its memories hold),
+        ``batch`` at a time so a turn waiting for the encoder waits for one batch at most. Words already held are
+        skipped; at most the cache's size are kept. Returns how many were encoded (known or not)."""
+        generation = self._generation
+        with self._lock:
+            new = [w for w in dict.fromkeys(words) if w not in self._table and w not in self._words][:WORD_CACHE]
+        for i in range(0, len(new), batch):
+            self._learn(new[i:i + batch], generation)
+        return len(new)
 
     def cached(self, words: Sequence[str]) -> dict[str, np.ndarray | None] | None:
         """:meth:`words` when every one of them is already encoded, else None: never encodes (a reader that can

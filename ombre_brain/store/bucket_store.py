@@ -95,6 +95,7 @@ class BucketStore:
     second_vectors = _via("reader")
     moment_tokens = _via("reader")
     get_vectors = _via("reader")
+    vocabulary = _via("reader")
     edges_ahead = _via("graph")
 
     # Writes: Brain's writes and imports

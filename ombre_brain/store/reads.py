@@ -9,6 +9,7 @@ lists announced ahead (:meth:`Reader.list_ahead`). The lexical index it searches
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -215,6 +216,16 @@ class Reader:
                 "SELECT m.id, m.text, m.tokens FROM moments m JOIN buckets b ON b.space = m.space "
                 f"AND b.id = m.bucket_id WHERE m.space = ? AND b.state = 'committed' AND {among}", (space, *chunk)))
         return {i: (text, tokens.split()) for i, (text, tokens) in rows.items()}
+
+    def vocabulary(self, limit: int) -> list[str]:
+        """Up to ``limit`` of the words the committed memories' content moments were cut into at write time, in
+        every space, the most frequent first (ties in word order): what a server encodes for word alignment at
+        start (``Admitter.prepare``), so no turn encodes a word the store already holds."""
+        counts: Counter[str] = Counter()
+        for r in self.ledger.query("SELECT m.tokens FROM moments m JOIN buckets b ON b.space = m.space AND "
+                                   "b.id = m.bucket_id WHERE b.state = 'committed' AND m.context_only = 0", ()):
+            counts.update(r["tokens"].split())
+        return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]]
 
     def get_vectors(self, space: str, moment_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The embeddings Chroma holds for these moments, by id (admission's exact cosines)."""
