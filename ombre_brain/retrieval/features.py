@@ -52,6 +52,7 @@ def clear_cache() -> None:
     """Forget the memory texts judged (a purge: they quote memories)."""
     _is_cjk.cache_clear()
 
+
 INPUTS = ("lexical", "dense", "second_opinion", "alignment", "reference", "dictionary")
 """What a feature may read; the admission stage gathers an input only when a feature in use reads it."""
 

@@ -123,8 +123,7 @@ class SecondOpinion:
     def _learn(self, new: Sequence[str], generation: int) -> dict[str, np.ndarray | None]:
         """Encode words not yet held (float16 rows; None for one the vocabulary does not know) into the word
         cache, unless a purge came in between (``generation``)."""
-        known = [w for w in new if not self._unknown(w)]
-        vecs = self._encode(known).astype(np.float16) if known else ()
+        known, vecs = self.encode_words(new, batch=max(1, len(new)))  # one call, as a turn asks for them together
         got: dict[str, np.ndarray | None] = dict.fromkeys(new)
         got.update(zip(known, vecs, strict=True))
         with self._lock:
