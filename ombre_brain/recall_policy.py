@@ -190,9 +190,11 @@ class RecallPolicy:
             if plan is not None:
                 self._cache.move_to_end(key)
                 return plan
-        plan = self._plan(query)
         if context and not isinstance(context, Mapping):
-            plan = with_context(plan, context, lambda text: self.plan_query(text), self.config)
+            # the message's own plan is kept as well: the next turn hears this message and plans it without context
+            plan = with_context(self.plan_query(query), context, lambda text: self.plan_query(text), self.config)
+        else:
+            plan = self._plan(query)
         with self._lock:
             self._cache[key] = plan
             while len(self._cache) > PLAN_CACHE_SIZE:

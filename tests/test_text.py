@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ombre_brain.buckets import Moment
 from ombre_brain.facts.model import source_digest as fact_source_digest
 from ombre_brain.forget.purge import source_digest
 from ombre_brain.text import (
+    CJK_RE,
     digest,
     fold,
     fold_elongations,
@@ -37,6 +42,16 @@ def test_the_named_ranges_keep_their_meanings():
     assert has_cjk("海") and has_cjk("かな") and has_cjk("한글") and has_cjk("𠀀")  # ext B ideograph
     assert not has_cjk("，") and has_wide("，") and has_wide("ＡＢ")  # punctuation: wide, not a script
     assert is_cjk_text("我们去海边 ok") and not is_cjk_text("we went to the sea 海")
+    assert is_cjk_text("海边 a b") and not is_cjk_text("海边 a b c")  # as many words as CJK characters: CJK
+
+
+@given(st.text(alphabet=st.sampled_from("ab Z1,.-_\n海边ok日の한𠀀é"), max_size=40))
+def test_a_texts_script_is_cjk_characters_against_latin_words(text):
+    """The counting by runs and the early answer agree with the definition: CJK characters against the words of
+    letters holding none of them."""
+    cjk = len(CJK_RE.findall(text))
+    words = [w for w in re.findall(r"[^\W\d_]+", text) if not CJK_RE.search(w)]
+    assert is_cjk_text(text) == (cjk > 0 and cjk >= len(words))
 
 
 def test_folding():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 from ..buckets import Bucket
 from ..recall_types import QueryPlan, SessionState
@@ -27,7 +28,7 @@ from ..retrieval.dictionary import bridge as dictionary_bridge
 from ..retrieval.lexical import names_a_thing
 from ..text import CJK_RE
 
-__all__ = ["CARRIED_FROM", "carried_ids", "on_topic", "points_back", "with_carried_topic"]
+__all__ = ["CARRIED_FROM", "carried_ids", "on_topic", "points_back", "says_a_term", "with_carried_topic"]
 
 CARRIED_TOPIC = 3
 """How many of the carried memories, the most recent first, a message that points back takes its words from."""
@@ -52,10 +53,23 @@ def on_topic(plan: QueryPlan, bucket: Bucket, *, dictionary: bool = False) -> bo
     """Is the conversation still on this memory: the message points back, or says one of its words?"""
     if plan.skip_reason and not plan.anaphoric:
         return False
-    text = bucket.evidence_text.lower()
-    if any(len(t) >= 2 and t.lower() in text for t in plan.terms):
-        return True
-    return points_back(plan, dictionary=dictionary)
+    return says_a_term(plan, bucket) or points_back(plan, dictionary=dictionary)
+
+
+def says_a_term(plan: QueryPlan, bucket: Bucket) -> bool:
+    """Does the memory's text hold one of the message's terms (of two characters or more)?"""
+    terms = _topic_terms(tuple(plan.terms))
+    if not terms:
+        return False
+    text = bucket.evidence_lower
+    return any(t in text for t in terms)
+
+
+@lru_cache(maxsize=256)
+def _topic_terms(terms: tuple[str, ...]) -> tuple[str, ...]:
+    """The terms topic evidence looks for, lower-cased once per message rather than once per memory read (Recent
+    Context reads up to 200 a turn)."""
+    return tuple(t.lower() for t in terms if len(t) >= 2)
 
 
 def points_back(plan: QueryPlan, *, dictionary: bool = False) -> bool:

@@ -31,7 +31,7 @@ from ..recall_types import (
     SessionState,
 )
 from ..timeutil import parse_iso
-from .carry import on_topic
+from .carry import on_topic, says_a_term
 
 T = TypeVar("T")
 _NO_COOLDOWN = frozenset({"rare", "interval", "none", "follows_parent"})
@@ -318,10 +318,7 @@ def direct_cap(kept: int, score: float, top: float, cfg: Config, *, lookup: bool
 
 def recent_topic_evidence(plan: QueryPlan, bucket: Bucket) -> bool:
     """Does a recent memory carry the query's topic itself (a term of two or more characters in its text)?"""
-    if not plan.terms or plan.skip_reason:
-        return False
-    text = bucket.evidence_text.lower()
-    return any(len(t) >= 2 and t.lower() in text for t in plan.terms)
+    return not plan.skip_reason and says_a_term(plan, bucket)
 
 
 def ride_along(bucket: Bucket) -> list:
