@@ -109,6 +109,26 @@ def test_remove_and_replace():
     assert index.doc_freq("beach") == 0 and index.doc_freq("corgi") == 1
 
 
+def test_a_kept_answer_is_the_search_until_the_index_changes():
+    """Searches repeat (a conversation's earlier messages, turn after turn): their answers are kept, and every add or
+    remove, with or without a rebuild, drops them."""
+    rng = random.Random(11)
+    index = LexicalIndex([(f"m{i}", tokenize(_random_doc(rng))) for i in range(60)], delta_limit=8)
+    queries = [tokenize(_random_doc(rng))[:3] for _ in range(6)]
+    for step in range(300):
+        op = rng.random()
+        if op < 0.15:
+            index.add([(f"m{rng.randrange(90)}", tokenize(_random_doc(rng)))])
+        elif op < 0.25:
+            index.remove([f"m{rng.randrange(90)}"])
+        else:
+            q, k = rng.choice(queries), rng.choice((3, 10))
+            got = index.search(q, k)
+            assert got == index._search(tuple(dict.fromkeys(q)), k), step
+            got.clear()  # the caller's list is its own
+            assert index.search(q, k) == index._search(tuple(dict.fromkeys(q)), k)
+
+
 def test_edge_cases_return_nothing():
     assert LexicalIndex().search(["海边"], 5) == []
     index = LexicalIndex([("a", ["海边"]), ("empty", [])])

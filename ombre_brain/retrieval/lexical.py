@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -31,6 +32,7 @@ jieba.setLogLevel(logging.WARNING)
 
 K1 = 1.5  # bm25s defaults, "lucene" variant; the reference test pins the same numbers
 B = 0.75
+ANSWERS = 64  # searches whose answers an index keeps until it changes
 
 # Han ideographs go to jieba; everything else (Latin, digits, kana, hangul) is split into words.
 _HAN_SPLIT_RE = re.compile(f"([{HAN}]+)")
@@ -165,6 +167,10 @@ class LexicalIndex:
         self._masked: set[str] = set()                  # snapshot docs removed or replaced since
         self._delta_limit = delta_limit
         self._rebuild = True
+        # the last searches' answers, until the index changes: a conversation's earlier messages are searched again
+        # turn after turn at their lower weights (two searches in three, in the bench's conversations)
+        self._answers: OrderedDict[tuple, tuple[tuple[str, float], ...]] = OrderedDict()
+        self._generation = 0
         self.add(rows)
         self._rebuild = True
 
@@ -199,6 +205,8 @@ class LexicalIndex:
             self._check_limit()
 
     def _check_limit(self) -> None:
+        self._generation += 1  # every change to the moments: a kept answer may no longer be the search's
+        self._answers.clear()
         limit = self._delta_limit if self._delta_limit is not None else max(256, len(self._docs) // 20)
         if self._snapshot is None or len(self._delta) + len(self._masked) > limit:
             self._rebuild = True
@@ -240,19 +248,36 @@ class LexicalIndex:
     def search(self, query_tokens: Sequence[str], k: int) -> list[tuple[str, float]]:
         """The k best moments as (moment_id, bm25 score), best first, only scores above zero.
 
-        A repeated query term counts once. Ties are broken by moment id, so results are stable.
+        A repeated query term counts once. Ties are broken by moment id, so results are stable. The answer is kept
+        until the index next changes (``ANSWERS`` of them): the same terms and k give the very same list.
         """
         if k <= 0 or not query_tokens:
             return []
+        key = (tuple(dict.fromkeys(query_tokens)), k)
+        with self._lock:
+            kept = self._answers.get(key)
+            if kept is not None:
+                self._answers.move_to_end(key)
+                return list(kept)
+            generation = self._generation
+        found = self._search(key[0], k)
+        with self._lock:
+            if generation == self._generation:
+                self._answers[key] = tuple(found)
+                while len(self._answers) > ANSWERS:
+                    self._answers.popitem(last=False)
+        return found
+
+    def _search(self, query_tokens: tuple[str, ...], k: int) -> list[tuple[str, float]]:
         with self._lock:
             snap = self._current()
             delta = dict(self._delta)
             masked = set(self._masked)
             vocab = self._vocab
-            qterms = [vocab[t] for t in dict.fromkeys(query_tokens) if t in vocab]
+            qterms = [vocab[t] for t in query_tokens if t in vocab]
         scored: list[tuple[float, str]] = []
         if snap is not None:
-            term_ids = [snap.vocab[t] for t in dict.fromkeys(query_tokens) if t in snap.vocab]
+            term_ids = [snap.vocab[t] for t in query_tokens if t in snap.vocab]
             if term_ids:
                 scores = snap.retriever.get_scores(term_ids)
                 if masked:
