@@ -10,6 +10,7 @@ No I/O lives here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -53,6 +54,12 @@ class QueryPlan:
     def unasked(self) -> bool:
         """Recall for this message would be unasked: it neither looks up the past nor asks anything."""
         return self.context_mode != "memory_lookup" and not self.asks
+
+    @functools.cached_property
+    def topic_terms(self) -> tuple[str, ...]:
+        """The terms topic evidence looks for in a memory (two characters or more), lower-cased once per plan:
+        Recent Context tests up to 200 memories a turn. Kept on the plan, so a purge forgets it with the plans."""
+        return tuple(t.lower() for t in self.terms if len(t) >= 2)
 
     @property
     def query_is_cjk(self) -> bool:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Sequence
-from functools import lru_cache
 
 from ..buckets import Bucket
 from ..recall_types import QueryPlan, SessionState
@@ -58,18 +57,11 @@ def on_topic(plan: QueryPlan, bucket: Bucket, *, dictionary: bool = False) -> bo
 
 def says_a_term(plan: QueryPlan, bucket: Bucket) -> bool:
     """Does the memory's text hold one of the message's terms (of two characters or more)?"""
-    terms = _topic_terms(tuple(plan.terms))
+    terms = plan.topic_terms
     if not terms:
         return False
     text = bucket.evidence_lower
     return any(t in text for t in terms)
-
-
-@lru_cache(maxsize=256)
-def _topic_terms(terms: tuple[str, ...]) -> tuple[str, ...]:
-    """The terms topic evidence looks for, lower-cased once per message rather than once per memory read (Recent
-    Context reads up to 200 a turn)."""
-    return tuple(t.lower() for t in terms if len(t) >= 2)
 
 
 def points_back(plan: QueryPlan, *, dictionary: bool = False) -> bool:
