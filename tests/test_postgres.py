@@ -143,9 +143,14 @@ def test_two_servers_share_writes_purges_turns_and_exchanges(two_servers, shared
                 answers = list(pool.map(lambda c: c.post("/v1/chat/completions", json=body,
                                                          headers={"X-Ombre-Space": SPACE}), (ca, cb)))
             assert [x.status_code for x in answers] == [200, 200]
-            jobs = wait_for(lambda: [tuple(r) for r in ledger.query(
-                "SELECT id, state, attempts FROM jobs WHERE space = ?", (SPACE,))
-                if all(x[1] == "done" for x in ledger.query("SELECT id, state FROM jobs"))])
+
+            def settled() -> list[tuple]:
+                """This space's jobs once every job is done, read in one snapshot: a second query could see a job
+                finish that the first one read as still running."""
+                rows = [tuple(r) for r in ledger.query("SELECT id, state, attempts, space FROM jobs")]
+                return [r[:3] for r in rows if r[3] == SPACE] if rows and all(r[1] == "done" for r in rows) else []
+
+            jobs = wait_for(settled)
             assert len(jobs) == 1 and jobs[0][1:] == ("done", 1)
             made = [bk for bk in cb.get("/v1/buckets", params={"space": SPACE, "limit": 100}).json()["buckets"]
                     if bk.get("source") == f"exchange:{jobs[0][0]}"]
