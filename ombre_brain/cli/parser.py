@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from . import background, mcp, recall, serve, store, writing
+from . import background, recall, serve, store, writing
+
+
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    """`mcp`, imported when run: the MCP SDK takes ~0.6 s to import, which no other command should pay."""
+    from .mcp import cmd_mcp
+
+    return cmd_mcp(args)
 
 
 def _common(p: argparse.ArgumentParser, data: bool = True) -> None:
@@ -30,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--space", default=None,
                    help="default space (default: mcp.default_space, else server.default_space)")
-    p.set_defaults(func=mcp.cmd_mcp)
+    p.set_defaults(func=_cmd_mcp)
 
     p = sub.add_parser("demo", help="seed the demo persona and serve it")
     _common(p)

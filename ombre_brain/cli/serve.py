@@ -9,7 +9,6 @@ from ..brain import Brain
 from ..config import load_config
 from ..config_yaml import load_yaml_text
 from ..errors import ConfigError
-from ..server.app import create_app
 from ..tools.demo import DEMO_PERSONA, seed_persona
 from .common import open_brain
 
@@ -28,6 +27,7 @@ def _check_bind(host: str, brain: Brain) -> None:
 
 
 def serve(brain: Brain, host: str, port: int, threads: int = 8) -> None:
+    from ..server.app import create_app  # Flask and the MCP SDK: ~1 s of imports only `serve` and `demo` need
     from ..server.wsgi import make_server
 
     _check_bind(host, brain)
