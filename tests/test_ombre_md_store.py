@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from ombre_brain.tools import portability
 from ombre_brain.tools.ombre_md import import_ombre_md, naive_zone, ombre_md_fields
 from ombre_brain.tools.ombre_md_map import deletion_marker
 
@@ -214,3 +215,12 @@ def test_cli_reads_the_vault_with_a_zone(tmp_path):
     assert "superseded (4):" in r.stdout and "skipped (4):" in r.stdout
     assert "read as UTC+08:00" in r.stdout
     assert "Traceback" not in r.stdout + r.stderr
+
+
+def test_the_progress_bar_moves_during_the_writes_and_ends_full(brain, monkeypatch):
+    """The bar counts every .md file once; the new memories tick once per write batch, not once at the end."""
+    monkeypatch.setattr(portability, "IMPORT_BATCH", 3)
+    ticks: list[int] = []
+    report = import_ombre_md(brain, FIXTURE, space=SPACE, progress=ticks.append)
+    assert report.created == 8 and ticks[-3:] == [3, 3, 2]
+    assert sum(ticks) == sum(1 for _ in FIXTURE.rglob("*.md"))  # the CLI's bar total

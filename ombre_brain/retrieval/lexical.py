@@ -190,7 +190,7 @@ class LexicalIndex:
                 self._delta[moment_id] = doc
                 if self._snapshot is not None and moment_id in self._snapshot.pos:
                     self._masked.add(moment_id)
-            self._check_limit()
+            self._changed()
 
     def remove(self, moment_ids: Iterable[str]) -> None:
         """Forget moments; unknown ids are ignored, so a purge can be replayed."""
@@ -202,9 +202,10 @@ class LexicalIndex:
                     self._delta.pop(moment_id, None)
                     if self._snapshot is not None and moment_id in self._snapshot.pos:
                         self._masked.add(moment_id)
-            self._check_limit()
+            self._changed()
 
-    def _check_limit(self) -> None:
+    def _changed(self) -> None:
+        """After every add and remove: kept answers go, and a delta past its limit asks for a rebuild."""
         self._generation += 1  # every change to the moments: a kept answer may no longer be the search's
         self._answers.clear()
         limit = self._delta_limit if self._delta_limit is not None else max(256, len(self._docs) // 20)

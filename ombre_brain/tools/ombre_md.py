@@ -104,6 +104,7 @@ class _Found:
     files: list[Path]
     manifest: dict[str, dict] | None = None
     notes: list[str] = field(default_factory=list)
+    outside: int = 0  # .md files outside the bucket folders: not read, but counted, so a progress bar ends full
 
 
 def _read_manifest(path: Path) -> dict[str, dict] | None:
@@ -133,7 +134,7 @@ def find_vault(root: Path) -> _Found:
     roots = [vault / r for r in BUCKET_ROOTS if (vault / r).is_dir()] or [vault]
     found.files = sorted(p for r in roots for p in r.rglob("*") if p.is_file() and p.suffix.lower() == ".md")
     if roots != [vault]:
-        outside = sum(1 for p in root.rglob("*.md") if p.is_file()) - len(found.files)
+        found.outside = outside = sum(1 for p in root.rglob("*.md") if p.is_file()) - len(found.files)
         if outside:
             found.notes.append(f"{outside} .md file(s) outside the bucket folders ({', '.join(BUCKET_ROOTS)}) "
                                "were not read")
@@ -248,7 +249,7 @@ def import_ombre_md(brain, folder: str | Path, *, space: str, naive_tz: tzinfo =
             progress(n)
 
     files = _stale_by_manifest(found, report) if found.manifest is not None else found.files
-    tick(len(found.files) - len(files))
+    tick(found.outside + len(found.files) - len(files))
     copies: dict[str, list[_Copy]] = {}
     for path in files:
         try:

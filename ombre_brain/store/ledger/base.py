@@ -49,7 +49,6 @@ class Dialect:
     name: str                 # sqlite | postgresql
     no_limit: int | None      # the LIMIT value that means "every row"
     skip_locked: str          # appended to a SELECT that claims rows other workers must skip
-    contains_sql: str         # "{col} holds the string bound to ?"
     hints: bool               # whether INDEXED BY hints are understood
     arrays: bool = False      # whether one array parameter can stand for a list of values (= ANY(?))
 
@@ -64,17 +63,13 @@ class Dialect:
             return f"{column} = ANY(?)", [list(values)]
         return f"{column} IN ({','.join('?' * len(values))})", list(values)
 
-    def contains(self, column: str) -> str:
-        """A condition: ``column`` holds the string bound to the next ``?``."""
-        return self.contains_sql.format(col=column)
-
     def indexed_by(self, table: str, index: str) -> str:
         """``table`` with a hint to read it through ``index`` (SQLite's planner needs it without ANALYZE)."""
         return f"{table} INDEXED BY {index}" if self.hints else table
 
 
-SQLITE = Dialect("sqlite", -1, "", "instr({col}, ?) > 0", True)
-POSTGRES = Dialect("postgresql", None, " FOR UPDATE SKIP LOCKED", "strpos({col}, ?) > 0", False, arrays=True)
+SQLITE = Dialect("sqlite", -1, "", True)
+POSTGRES = Dialect("postgresql", None, " FOR UPDATE SKIP LOCKED", False, arrays=True)
 
 _COMMENT_RE = re.compile(r"--[^\n]*")
 
