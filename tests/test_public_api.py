@@ -40,7 +40,7 @@ def test_every_cli_command_is_documented_and_has_help():
 
 def test_only_the_commands_that_serve_import_the_servers():
     """The MCP SDK and Flask take ~1 s to import: `mcp`, `serve` and `demo` import them when they run, so an
-    `import` or an `eval` does not pay for them (docs/benchmarks.md, "Import of the published store")."""
+    `import` or an `eval` does not pay for them (docs/benchmarks.md, "Import cost, eighth round")."""
     probe = "import sys, ombre_brain.cli; print(sorted(m for m in ('mcp', 'flask') if m in sys.modules))"
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
