@@ -342,7 +342,7 @@ def test_the_ledger_speaks_sqlites_subset_on_postgresql(tmp_path, postgres_serve
             assert s.execute("SELECT COUNT(*) FROM t").fetchone()[0] == first  # one consistent view
         assert ledger.one("SELECT COUNT(*) FROM t")[0] == first + 1
         assert ledger.dialect.indexed_by("t", "t_n") == "t"
-        assert ledger.query(f"SELECT k FROM t WHERE {ledger.dialect.contains('k')} LIMIT ?", ("e", None)) == [("e",)]
+        assert ledger.query("SELECT k FROM t WHERE k = ? LIMIT ?", ("e", None)) == [("e",)]  # None: no limit
     finally:
         ledger.close()
 
