@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from ombre_brain.cli.store import _count_rows
 from ombre_brain.tools import portability
-from ombre_brain.tools.ombre_md import import_ombre_md, naive_zone, ombre_md_fields
+from ombre_brain.tools.ombre_md import import_ombre_md, markdown_files, naive_zone, ombre_md_fields
 from ombre_brain.tools.ombre_md_map import deletion_marker
 
 FIXTURE = Path(__file__).parent / "data" / "ombre_md_store"
@@ -223,4 +224,16 @@ def test_the_progress_bar_moves_during_the_writes_and_ends_full(brain, monkeypat
     ticks: list[int] = []
     report = import_ombre_md(brain, FIXTURE, space=SPACE, progress=ticks.append)
     assert report.created == 8 and ticks[-3:] == [3, 3, 2]
-    assert sum(ticks) == sum(1 for _ in FIXTURE.rglob("*.md"))  # the CLI's bar total
+    assert sum(ticks) == _count_rows(FIXTURE, "ombre-md") == 17  # the CLI's bar total
+
+
+def test_upper_case_suffixes_are_read_and_counted_once(brain, tmp_path):
+    """A vault copied from Windows may say ``.MD``: read like ``.md``, and the bar's total still matches its ticks."""
+    vault = shutil.copytree(FIXTURE, tmp_path / "vault")
+    for md in [vault / "README.md", *(vault / "dynamic" / "日常").glob("*.md")]:
+        md.rename(md.with_suffix(".MD"))
+    ticks: list[int] = []
+    report = import_ombre_md(brain, vault, space=SPACE, progress=ticks.append)
+    assert report.created == 8
+    assert min(ticks) >= 0 and sum(ticks) == _count_rows(vault, "ombre-md") == len(markdown_files(vault)) == 17
+    assert any("1 .md file(s) outside the bucket folders" in n for n in report.notes), report.notes

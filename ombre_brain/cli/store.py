@@ -13,7 +13,7 @@ from ..forget.keys import verification_secrets
 from ..forget.purge import answer
 from ..tools.doctor import describe_space, doctor
 from ..tools.migrate_ledger import migrate_ledger
-from ..tools.ombre_md import import_ombre_md, naive_zone
+from ..tools.ombre_md import import_ombre_md, markdown_files, naive_zone
 from ..tools.portability import export_rows, import_jsonl, write_export
 from ..tools.reader import open_reader
 from .common import open_brain, print_json, progress_bar
@@ -37,7 +37,7 @@ def cmd_export(args) -> int:
 def _count_rows(path: Path, fmt: str) -> int:
     try:
         if fmt == "ombre-md":
-            return sum(1 for p in path.rglob("*.md")) if path.is_dir() else 0
+            return len(markdown_files(path)) if path.is_dir() else 0
         with path.open("rb") as f:
             return max(0, sum(1 for _ in f) - 1)
     except OSError:

@@ -120,6 +120,11 @@ def _has_roots(folder: Path) -> bool:
     return any((folder / r).is_dir() for r in BUCKET_ROOTS)
 
 
+def markdown_files(root: Path) -> list[Path]:
+    """Every Markdown file under ``root``, ``.md`` in any case: what an import reads and its progress bar counts."""
+    return sorted(p for p in root.rglob("*") if p.suffix.lower() == ".md" and p.is_file())
+
+
 def find_vault(root: Path) -> _Found:
     """The vault under ``root`` (itself, or the one folder below it holding the buckets or a manifest)."""
     candidates = [root] + sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -132,9 +137,9 @@ def find_vault(root: Path) -> _Found:
         if found.manifest is None:
             found.notes.append(f"{vault / MANIFEST} is not a readable backup manifest; ignored")
     roots = [vault / r for r in BUCKET_ROOTS if (vault / r).is_dir()] or [vault]
-    found.files = sorted(p for r in roots for p in r.rglob("*") if p.is_file() and p.suffix.lower() == ".md")
+    found.files = sorted(p for r in roots for p in markdown_files(r))
     if roots != [vault]:
-        found.outside = outside = sum(1 for p in root.rglob("*.md") if p.is_file()) - len(found.files)
+        found.outside = outside = len(markdown_files(root)) - len(found.files)
         if outside:
             found.notes.append(f"{outside} .md file(s) outside the bucket folders ({', '.join(BUCKET_ROOTS)}) "
                                "were not read")
