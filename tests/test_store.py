@@ -164,6 +164,30 @@ def test_a_duplicate_of_a_write_in_flight_is_answered_once_that_write_is_committ
     assert doctor(mode_brain, repair=False)["consistent"]
 
 
+def test_a_bulk_write_racing_a_single_write_of_the_same_content_keeps_one_copy(mode_brain, monkeypatch):
+    """write_many checks for duplicates up front, then embeds for seconds: a single write of one of its
+    contents landing in between is found again under the content lock, and claimed instead of copied."""
+    core = mode_brain.store.core
+    real = core.embed_moments
+    raced: list[str] = []
+
+    def embed_then_race(memories, **kw):  # the other writer lands while this batch is embedding
+        if not raced:
+            raced.append("")
+            raced[0] = mode_brain.write(space=SPACE, title="外婆做的红烧肉", body="过年的时候做的", source="chat")
+        return real(memories, **kw)
+
+    monkeypatch.setattr(core, "embed_moments", embed_then_race)
+    ids = mode_brain.write_many([
+        {"space": SPACE, "title": "外婆做的红烧肉", "body": "过年的时候做的", "source": "import"},
+        {"space": SPACE, "title": "第一次养猫", "body": "她叫年糕"},
+    ])
+    assert ids[0] == raced[0] and ids[1] != raced[0]
+    assert mode_brain.store.count(SPACE) == 2
+    assert mode_brain.store.sources(SPACE, raced[0]) == ["chat", "import"]
+    assert doctor(mode_brain, repair=False)["consistent"]
+
+
 def test_update_reindexes_words_and_vectors(mode_brain):
     store = mode_brain.store
     bid = mode_brain.write(space=SPACE, title="周末计划", body="我们打算去爬山，看云海。\n\n### feeling\n很期待")

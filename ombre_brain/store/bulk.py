@@ -18,7 +18,7 @@ from ..buckets import Bucket, bucket_from_json, build_moments
 from ..errors import ValidationError
 from . import changes
 from .claims import check_claim
-from .writes import moment_meta
+from .writes import CONTENT_LOCK, moment_meta
 
 if TYPE_CHECKING:
     from .core import StoreCore
@@ -57,7 +57,7 @@ class BulkWriter:
         seen_id: set[tuple[str, str]] = set()
         for space, idx in _by_space(buckets).items():
             hashes = {i: buckets[i].content_hash() for i in idx}
-            stored = self._stored_by_hash(space, list(hashes.values())) if dedupe else {}
+            stored = _stored_in(self.ledger.query, space, list(hashes.values())) if dedupe else {}
             stored_ids = set(self._existing(space, "id", [buckets[i].id for i in idx], deleting_too=True))
             for i in idx:
                 b, h = buckets[i], hashes[i]
@@ -73,11 +73,10 @@ class BulkWriter:
                 seen_hash[(space, h)] = b
                 seen_id.add((space, b.id))
                 fresh.append((i, b, h))
-        for start in range(0, len(fresh), max(1, batch_size)):
-            batch = fresh[start:start + max(1, batch_size)]
-            self._write_batch([(b, h) for _, b, h in batch], one_text=one_text)
-            for i, b, _ in batch:
-                results[i] = (b.id, True)
+        for batch in _batches(fresh, max(1, batch_size)):
+            written = self._write_batch([(b, h, given[i]) for i, b, h in batch], dedupe=dedupe, one_text=one_text)
+            for (i, _, _), result in zip(batch, written, strict=True):
+                results[i] = result
             if progress is not None:
                 progress(len(batch))
         if claims:
@@ -85,18 +84,6 @@ class BulkWriter:
                 c.executemany("INSERT INTO bucket_sources(space, bucket_id, source) VALUES (?,?,?) "
                               "ON CONFLICT DO NOTHING", claims)
         return [r for r in results if r is not None]
-
-    def _stored_by_hash(self, space: str, hashes: list[str]) -> dict[str, Bucket]:
-        """Of these content hashes, those a live bucket of the space has: {hash: the oldest such bucket}."""
-        found: dict[str, Bucket] = {}
-        uniq = list(dict.fromkeys(hashes))
-        for i in range(0, len(uniq), 900):
-            chunk = uniq[i:i + 900]
-            for r in self.ledger.query(f"SELECT content_hash, data FROM buckets WHERE space = ? AND content_hash IN "
-                                       f"({','.join('?' * len(chunk))}) AND state != 'deleting' ORDER BY created, id",
-                                       (space, *chunk)):
-                found.setdefault(r["content_hash"], bucket_from_json(r["data"]))
-        return found
 
     def _existing(self, space: str, column: str, values: list[str], deleting_too: bool = False) -> dict[str, str]:
         """Of ``values``, those already stored in ``column`` of the space's buckets: {value: bucket id}."""
@@ -111,42 +98,79 @@ class BulkWriter:
                 found.setdefault(r["v"], r["id"])
         return found
 
-    def _write_batch(self, batch: list[tuple[Bucket, str]], *, one_text: bool = False) -> None:
-        built = [(b, build_moments(b)) for b, _ in batch]
+    def _write_batch(self, batch: list[tuple[Bucket, str, Iterable[str]]], *, dedupe: bool = True,
+                     one_text: bool = False) -> list[tuple[str, bool]]:
+        """Write one space's batch of (bucket, content hash, given fields); (id, created) for each, in order.
+
+        The batch holds its contents' locks from its pending rows to its commit, as :meth:`Writer.write`
+        holds its one: a content that a concurrent writer stored after the up-front check is found
+        again under the lock, and becomes a claim on that writer's bucket instead of a second copy.
+        """
+        space = batch[0][0].space
+        built = [(b, build_moments(b)) for b, _, _ in batch]
         texts = [m.text for _, ms in built for m in ms]
         tokens = list(zip([self.core.tokens(t) for t in texts], self.core.seconds(texts), strict=True))
         vectors = self.core.embed_moments([[m.text for m in ms] for _, ms in built], shared=one_text)
-        rows = []
-        pos = 0
-        for b, ms in built:
-            rows.append((b, ms, tokens[pos:pos + len(ms)], vectors[pos:pos + len(ms)]))
-            pos += len(ms)
-        try:
-            with self.ledger.tx() as c:
-                for (b, ms, toks, _), (_, h) in zip(rows, batch, strict=True):
-                    self.writer.insert_rows(c, b, ms, toks, h)
-        except self.ledger.IntegrityError:  # a concurrent writer took an id since the up-front check
-            raise ValidationError("a bucket id in the batch already exists (written concurrently)", field="id",
-                                  code="duplicate_id") from None
-        for space, idx in _by_space([r[0] for r in rows]).items():
-            ids, vecs, metas = [], [], []
-            for i in idx:
-                b, ms, _, v = rows[i]
-                ids += [m.id for m in ms]
-                vecs.append(v)
-                metas += [moment_meta(b, m) for m in ms]
-            allv = np.concatenate(vecs)
-            for j in range(0, len(ids), CHROMA_BATCH):  # under Chroma's max batch size however long the bodies
-                sl = slice(j, j + CHROMA_BATCH)
-                self.core.chroma.upsert(space, ids[sl], allv[sl], metas[sl])
+        rows, out, pos = [], [], 0
+        with self.core.bucket_lock(space, [CONTENT_LOCK + h for _, h, _ in batch]):
+            try:
+                with self.ledger.tx() as c:
+                    taken = _stored_in(lambda sql, args: c.execute(sql, args).fetchall(), space,
+                                       [h for _, h, _ in batch]) if dedupe else {}
+                    for (b, ms), (_, h, given) in zip(built, batch, strict=True):
+                        toks, vecs, pos = tokens[pos:pos + len(ms)], vectors[pos:pos + len(ms)], pos + len(ms)
+                        if h in taken:
+                            self.writer.claim(c, b, taken[h], given)
+                            out.append((taken[h].id, False))
+                            continue
+                        self.writer.insert_rows(c, b, ms, toks, h)
+                        rows.append((b, ms, vecs))
+                        out.append((b.id, True))
+            except self.ledger.IntegrityError:  # a concurrent writer took an id since the up-front check
+                raise ValidationError("a bucket id in the batch already exists (written concurrently)", field="id",
+                                      code="duplicate_id") from None
+            if rows:
+                self._put_and_commit(space, rows)
+        return out
+
+    def _put_and_commit(self, space: str, rows: list[tuple[Bucket, list, np.ndarray]]) -> None:
+        ids = [m.id for _, ms, _ in rows for m in ms]
+        metas = [moment_meta(b, m) for b, ms, _ in rows for m in ms]
+        allv = np.concatenate([v for _, _, v in rows])
+        for j in range(0, len(ids), CHROMA_BATCH):  # under Chroma's max batch size however long the bodies
+            sl = slice(j, j + CHROMA_BATCH)
+            self.core.chroma.upsert(space, ids[sl], allv[sl], metas[sl])
+        bids = [b.id for b, _, _ in rows]
         with self.ledger.tx() as c:
-            for space, idx in _by_space([r[0] for r in rows]).items():
-                bids = [rows[i][0].id for i in idx]
-                for i in range(0, len(bids), 900):
-                    chunk = bids[i:i + 900]
-                    c.execute(f"UPDATE buckets SET state = 'committed' WHERE space = ? AND state = 'pending' AND id IN "
-                              f"({','.join('?' * len(chunk))})", (space, *chunk))
-                changes.record(c, space, "write", bids)
+            for i in range(0, len(bids), 900):
+                chunk = bids[i:i + 900]
+                c.execute(f"UPDATE buckets SET state = 'committed' WHERE space = ? AND state = 'pending' AND id IN "
+                          f"({','.join('?' * len(chunk))})", (space, *chunk))
+            changes.record(c, space, "write", bids)
+
+
+def _stored_in(query: Callable, space: str, hashes: list[str]) -> dict[str, Bucket]:
+    """Of these content hashes, those a live bucket of the space has, read by ``query``: {hash: its oldest bucket}."""
+    found: dict[str, Bucket] = {}
+    uniq = list(dict.fromkeys(hashes))
+    for i in range(0, len(uniq), 900):
+        chunk = uniq[i:i + 900]
+        for r in query(f"SELECT content_hash, data FROM buckets WHERE space = ? AND content_hash IN "
+                       f"({','.join('?' * len(chunk))}) AND state != 'deleting' ORDER BY created, id", (space, *chunk)):
+            found.setdefault(r["content_hash"], bucket_from_json(r["data"]))
+    return found
+
+
+def _batches(fresh: list[tuple[int, Bucket, str]], size: int) -> Iterable[list[tuple[int, Bucket, str]]]:
+    """``fresh`` in batches of at most ``size``, each of one space (its content locks are one space's)."""
+    batch: list[tuple[int, Bucket, str]] = []
+    for item in fresh:
+        if batch and (len(batch) == size or batch[-1][1].space != item[1].space):
+            yield batch
+            batch = []
+        batch.append(item)
+    if batch:
+        yield batch
 
 
 def _by_space(buckets: Sequence[Bucket]) -> dict[str, list[int]]:

@@ -98,7 +98,7 @@ class Writer:
                     dup = c.execute("SELECT id, data FROM buckets WHERE space = ? AND content_hash = ? AND state != "
                                     "'deleting' ORDER BY created, id LIMIT 1", (bucket.space, chash)).fetchone()
                     if dup is not None:
-                        self._claim(c, bucket, bucket_from_json(dup["data"]), given)
+                        self.claim(c, bucket, bucket_from_json(dup["data"]), given)
                         return dup["id"], False
                 if c.execute("SELECT 1 FROM buckets WHERE space = ? AND id = ?", (bucket.space, bucket.id)).fetchone():
                     raise ValidationError(f"bucket {bucket.id!r} already exists in space {bucket.space!r}",
@@ -108,7 +108,7 @@ class Writer:
             self._commit(bucket.space, bucket.id)
         return bucket.id, True
 
-    def _claim(self, c, new: Bucket, stored: Bucket, given: Iterable[str]) -> None:
+    def claim(self, c, new: Bucket, stored: Bucket, given: Iterable[str]) -> None:
         """A duplicate write: refuse it if it would drop a given field, else add its source's claim."""
         check_claim(new, stored, given)
         c.execute("INSERT INTO bucket_sources(space, bucket_id, source) VALUES (?,?,?) ON CONFLICT DO NOTHING",
