@@ -90,3 +90,65 @@ def test_the_llm_extractor_runs_the_loop_too(chat, standin):
     res = eval_conversation(chat, config=cfg, progress=False)
     assert len(standin.extractor_requests()) == 4  # every exchange asked the stand-in upstream
     assert res["write_recall"] == {"n": 1, "ok": 1, "pct": 100.0} and res["layer_accuracy"]["ok"] == 1
+
+
+CHANGED = """\
+conversations:
+  - id: t2
+    user_name: Sam
+    ai_name: Haven
+    sessions:
+      - at: "2026-04-02T21:00:00+08:00"
+        exchanges:
+          - user: "I work as a baker at Crumbs"
+            assistant: "Early mornings then!"
+            write: {user: stable_boundary}
+            keys: ["baker"]
+          - user: "we had a huge fight with my flatmate Jo about the dishes"
+            assistant: "Ugh, sorry."
+            write: {user: process_event}
+            keys: ["Jo"]
+          - user: "where do I work now"
+            assistant: "At the library."
+            write: none
+            recall: ["library"]  # direct updated
+            stale: ["Crumbs"]
+"""
+
+
+def _turn(*sections):
+    from types import SimpleNamespace
+
+    from ombre_brain.recall_types import Item, SectionOut
+    out = [SectionOut(key, key, tuple(Item(bid, None, "bucket_original", text, "x", {}, {}, extra=extra)
+                                      for bid, text, extra in items)) for key, items in sections]
+    return SimpleNamespace(stable=[s for s in out if s.key == "profile"],
+                           sections=[s for s in out if s.key != "profile"], plan=None, suppressed=[])
+
+
+def test_stale_counts_an_old_value_shown_as_current_and_not_one_marked_as_history(tmp_path):
+    from ombre_brain.tools.eval_conversation import Scores, _score_turn, memory_chars, wanted_layer
+    p = tmp_path / "changed.yaml"
+    p.write_text(CHANGED, encoding="utf-8")
+    (conv,) = load_conversations(p)
+    q = conv.sessions[0].exchanges[2]
+    assert (q.kind, q.updated, q.stale) == ("direct", True, ("Crumbs",))
+    current = _turn(("profile", [("b2", "I started at the library", {}), ("b1", "I work as a baker at Crumbs", {})]))
+    history = _turn(("profile", [("b2", "I started at the library", {})]),
+                    ("recalled_memory", [("b1", "I work as a baker at Crumbs", {"superseded_by": "b2"})]))
+    scores = Scores()
+    _score_turn(current, q, {}, scores, "stable_boundary")
+    _score_turn(history, q, {}, scores, "stable_boundary")
+    assert scores.stale.to_dict() == {"n": 2, "ok": 1, "pct": 50.0}  # ok counts the stale turns
+    assert scores.turn_recall.ok == 2 and scores.hit_source == {"profile": 2}
+    assert memory_chars(history) == len("I started at the library") + len("I work as a baker at Crumbs")
+    said = [(e.user, e.write) for e in conv.sessions[0].exchanges if e.write]
+    assert wanted_layer(said, ("Jo",)) == "process_event" and wanted_layer(said, ("Mars",)) == "unknown"
+
+
+def test_the_report_has_the_new_columns(chat):
+    res = eval_conversation(chat, oracle_writes=True, progress=False)
+    assert res["memory_chars_per_turn"]["n"] == 4 and res["turn_recall_by_layer"]["stable_boundary"]["ok"] == 1
+    assert res["episodes"] == {"n": 0, "ok": 0, "pct": None} and res["stale"]["n"] == 0
+    text = format_conversation(res)
+    assert "memory characters per turn | median" in text and "hits by section:" in text

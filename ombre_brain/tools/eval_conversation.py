@@ -13,7 +13,14 @@ directory, with the conversation's names as the identity). The format and the sc
 - turn recall: one of a message's ``recall`` words is in the turn's memory sections (Core Memory,
   Recent Context, Recalled, Diffused or Favorite Memory);
 - cross-language turn recall: the same, for questions in another script than their recall words;
-- false recall: a ``recall: none`` message put anything in Recalled or Diffused Memory.
+- false recall: a ``recall: none`` message put anything in Recalled or Diffused Memory;
+- stale: a question whose answer changed (``updated`` in its comment) showed one of its ``stale`` words (the
+  old value) in a memory presented as current (an item the turn marks as superseded is history, not current);
+- memory characters per turn: the characters of every memory item a turn injects (stable and dynamic sections,
+  notes aside), over every turn, median and p95;
+- where each hit came from (the profile, Core Memory, Recent Context, Recalled, Diffused or Favorite Memory), and
+  turn recall by the layer of the memory a question wants (the labelled exchange that said its words last), so
+  episodes (``process_event``, ``short_state``) are counted apart from stable facts and lessons.
 
 The comment after each ``recall`` line names the kind of question (direct, paraphrase, followup,
 implicit, nearmiss, never; ``xlang`` when asked in the other language), and the scores are given by
@@ -44,12 +51,13 @@ from ..timeutil import parse_time
 
 __all__ = ["eval_conversation", "format_conversation", "load_conversations", "replayed"]
 
-MEMORY_SECTIONS = ("core_memory", "recent_context", "recalled_memory", "diffused_memory", "favorite_memory")
+MEMORY_SECTIONS = ("core_memory", "profile", "recent_context", "recalled_memory", "diffused_memory", "favorite_memory")
 FALSE_SECTIONS = ("recalled_memory", "diffused_memory")
 KINDS = ("direct", "paraphrase", "followup", "implicit", "nearmiss", "never")
 SIDE_LAYERS = {"user": ("stable_boundary", "short_state", "process_event"), "relationship": ("relationship_lesson",)}
 SUBJECT = {"stable_boundary": "user", "short_state": "user", "process_event": "event",
            "relationship_lesson": "relationship"}
+EPISODES = ("process_event", "short_state")
 STEP = timedelta(minutes=2)  # the README's "later messages a few minutes apart"
 _RECALL_LINE = re.compile(r"^\s*recall:\s*(.*?)\s*(?:#\s*(.*))?$")
 
@@ -65,6 +73,8 @@ class Labelled:
     recall: tuple[str, ...] | None = None  # words; () for `recall: none`; None when unlabelled
     kind: str | None = None
     xlang_label: bool = False
+    updated: bool = False                  # the answer changed over time: the question asks for the current value
+    stale: tuple[str, ...] = ()            # words of the old value: shown as current, the turn is stale
 
     @property
     def lang(self) -> str:
@@ -93,8 +103,8 @@ class Conversation:
 # ---------------------------------------------------------------- loading
 
 
-def _recall_kinds(text: str) -> list[tuple[str, bool]]:
-    """(kind, xlang) of each `recall:` line, in file order, from the comment after it."""
+def _recall_kinds(text: str) -> list[tuple[str | None, bool, bool]]:
+    """(kind, xlang, updated) of each `recall:` line, in file order, from the comment after it."""
     out = []
     for line in text.splitlines():
         m = _RECALL_LINE.match(line)
@@ -102,7 +112,7 @@ def _recall_kinds(text: str) -> list[tuple[str, bool]]:
             continue
         words = (m.group(2) or "").split()
         kind = next((w for w in words if w in KINDS), None)
-        out.append((kind, "xlang" in words))
+        out.append((kind, "xlang" in words, "updated" in words))
     return out
 
 
@@ -144,14 +154,18 @@ def load_conversations(path: str | Path) -> list[Conversation]:
                 w = f"{where}.sessions[{si}].exchanges[{ei}]"
                 if not isinstance(e, dict) or not isinstance(e.get("user"), str):
                     raise ValidationError(f"{w}: expected {{user, assistant, write, ...}}")
-                recall, kind, xlang = None, None, False
+                recall, kind, xlang, updated = None, None, False, False
                 if "recall" in e:
-                    kind, xlang = next(kinds, (None, False))
+                    kind, xlang, updated = next(kinds, (None, False, False))
                     r = e["recall"]
                     recall = () if r in (None, "none") else tuple(str(x) for x in r)
                 keys = tuple(str(k) for k in e.get("keys") or ())
+                stale = e.get("stale") or ()
+                if not isinstance(stale, list | tuple) or not all(isinstance(x, str | int) for x in stale):
+                    raise ValidationError(f"{w}: `stale` must be a list of words (the old value)")
                 exchanges.append(Labelled(e["user"], str(e.get("assistant") or ""), _write_label(e.get("write"), w),
-                                          keys, recall, kind, xlang))
+                                          keys, recall, kind, xlang, updated or bool(stale),
+                                          tuple(str(x) for x in stale)))
             sessions.append(Session(at, tuple(exchanges)))
         out.append(Conversation(str(c.get("id") or f"c{ci + 1}"), str(c.get("user_name") or "User"),
                                 str(c.get("ai_name") or "Haven"), tuple(sessions)))
@@ -185,6 +199,10 @@ class Scores:
     by_kind: dict[str, Tally] = field(default_factory=dict)
     by_lang: dict[str, Tally] = field(default_factory=dict)
     false_by_kind: dict[str, Tally] = field(default_factory=dict)
+    stale: Tally = field(default_factory=Tally)  # ok counts the failures: the old value shown as current
+    by_layer: dict[str, Tally] = field(default_factory=dict)
+    hit_source: dict[str, int] = field(default_factory=dict)
+    memory_chars: list[int] = field(default_factory=list)
     failures: list[dict] = field(default_factory=list)
     turn_ms: list[float] = field(default_factory=list)
     write_ms: list[float] = field(default_factory=list)
@@ -198,8 +216,20 @@ class Scores:
                 "cross_language_turn_recall": self.cross_language.to_dict(),
                 "false_recall": self.false_recall.to_dict(), "turn_recall_by_kind": tallies(self.by_kind),
                 "turn_recall_by_lang": tallies(self.by_lang), "false_recall_by_kind": tallies(self.false_by_kind),
+                "stale": self.stale.to_dict(), "turn_recall_by_layer": tallies(self.by_layer),
+                "episodes": _sum(t for k, t in self.by_layer.items() if k in EPISODES).to_dict(),
+                "hit_source": dict(sorted(self.hit_source.items())),
+                "memory_chars_per_turn": _quantiles(self.memory_chars),
                 "turn_ms": _quantiles(self.turn_ms), "write_ms": _quantiles(self.write_ms),
                 "failures": self.failures}
+
+
+def _sum(tallies) -> Tally:
+    out = Tally()
+    for t in tallies:
+        out.n += t.n
+        out.ok += t.ok
+    return out
 
 
 def _quantiles(ms: list[float]) -> dict:
@@ -209,13 +239,31 @@ def _quantiles(ms: list[float]) -> dict:
     return {"n": len(s), "p50": round(s[len(s) // 2], 2), "p95": round(s[min(len(s) - 1, int(len(s) * 0.95))], 2)}
 
 
-def _texts(turn, sections: tuple[str, ...]) -> list[tuple[str, str, str | None]]:
-    """(section, text, bucket id) of every memory in these sections (not the notes: the UNKNOWN line is none)."""
+def _texts(turn, sections: tuple[str, ...], *, current: bool = False) -> list[tuple[str, str, str | None]]:
+    """(section, text, bucket id) of every memory in these sections (not the notes: the UNKNOWN line is none);
+    ``current``: only those the turn presents as current (not marked as superseded history)."""
     out = []
     for sec in (*turn.stable, *turn.sections):
         if sec.key in sections:
-            out += [(sec.key, it.text, it.bucket_id) for it in sec.items if it.bucket_id]
+            out += [(sec.key, it.text, it.bucket_id) for it in sec.items
+                    if it.bucket_id and not (current and it.extra.get("superseded_by"))]
     return out
+
+
+def memory_chars(turn) -> int:
+    """The characters of memory a turn carries: every item of every section but the notes (Context Mode, UNKNOWN,
+    Persona State), confirmed facts included."""
+    return sum(len(it.text) for sec in (*turn.stable, *turn.sections) for it in sec.items
+               if it.bucket_id or it.shape == "fact")
+
+
+def wanted_layer(said: list[tuple[str, dict[str, str]]], words: tuple[str, ...]) -> str:
+    """The layer of the memory a question wants: the last labelled exchange before it whose message holds one of the
+    recall words (its user side, else its relationship side); ``unknown`` when none does."""
+    for text, write in reversed(said):
+        if any(w.lower() in text.lower() for w in words):
+            return write.get("user") or write.get("relationship") or "unknown"
+    return "unknown"
 
 
 def _oracle(brain: Brain, space: str, label: Labelled, at: datetime, n: int) -> list[str]:
@@ -242,13 +290,17 @@ def replayed(conv: Conversation) -> Iterator[tuple[int, str, int, Labelled, date
 
 def _one(brain: Brain, conv: Conversation, scores: Scores, *, oracle: bool) -> None:
     space = f"eval:{conv.id}"
+    said: list[tuple[str, dict[str, str]]] = []  # the labelled exchanges so far, for the layer a question wants
     for n, (si, sid, ei, ex, at, history) in enumerate(replayed(conv)):
         where = {"conversation": conv.id, "session": si + 1, "exchange": ei + 1, "user": ex.user}
         t0 = perf_counter()
         turn = brain.turn(space, sid, ex.user, at, context=list(history))
         scores.turn_ms.append((perf_counter() - t0) * 1000)
+        scores.memory_chars.append(memory_chars(turn))
         if ex.recall is not None:
-            _score_turn(turn, ex, where, scores)
+            _score_turn(turn, ex, where, scores, wanted_layer(said, ex.recall) if ex.recall else None)
+        if ex.write:
+            said.append((ex.user, ex.write))
         messages = [*history, {"role": "user", "content": ex.user}]
         t0 = perf_counter()
         if oracle:
@@ -259,12 +311,22 @@ def _one(brain: Brain, conv: Conversation, scores: Scores, *, oracle: bool) -> N
         _score_write(brain, space, ex, ids, where, scores)
 
 
-def _score_turn(turn, ex: Labelled, where: dict, scores: Scores) -> None:
+def _score_turn(turn, ex: Labelled, where: dict, scores: Scores, layer: str | None) -> None:
     kind = ex.kind or "unlabelled"
+    if ex.stale:
+        old = next(((sec, text) for w in ex.stale for sec, text, _ in _texts(turn, MEMORY_SECTIONS, current=True)
+                    if w.lower() in text.lower()), None)
+        scores.stale.add(old is not None)
+        if old is not None:
+            scores.failures.append({**where, "check": f"stale ({kind})", "stale": list(ex.stale),
+                                    "shown": f"{old[0]}: {old[1][:80]}"})
     if ex.recall:
         shown = _texts(turn, MEMORY_SECTIONS)
         hit = next(((sec, w) for w in ex.recall for sec, text, _ in shown if w.lower() in text.lower()), None)
         scores.turn_recall.add(hit is not None)
+        scores.by_layer.setdefault(layer or "unknown", Tally()).add(hit is not None)
+        if hit is not None:
+            scores.hit_source[hit[0]] = scores.hit_source.get(hit[0], 0) + 1
         scores.by_kind.setdefault(kind + (" xlang" if ex.xlang_label else ""), Tally()).add(hit is not None)
         scores.by_lang.setdefault(ex.lang, Tally()).add(hit is not None)
         if ex.cross_script:
@@ -321,6 +383,10 @@ def eval_conversation(paths: list[str | Path] | str | Path, *, config: Any = Non
     return out
 
 
+def _chars(q: dict) -> str:
+    return f"median {q['p50']}, p95 {q['p95']}" if q.get("n") else "—"
+
+
 def format_conversation(res: dict) -> str:
     def pct(t: dict) -> str:
         return f"{t['pct']}% ({t['ok']}/{t['n']})" if t["n"] else "—"
@@ -331,12 +397,19 @@ def format_conversation(res: dict) -> str:
              f"| write recall | {pct(res['write_recall'])} |", f"| layer accuracy | {pct(res['layer_accuracy'])} |",
              f"| noise kept out | {pct(res['noise_kept_out'])} |", f"| turn recall | {pct(res['turn_recall'])} |",
              f"| cross-language turn recall | {pct(res['cross_language_turn_recall'])} |",
-             f"| false recall (lower is better) | {pct(res['false_recall'])} |", "",
+             f"| false recall (lower is better) | {pct(res['false_recall'])} |",
+             f"| stale, of the updated questions (lower is better) | {pct(res['stale'])} |",
+             f"| episodes (process_event, short_state) recalled | {pct(res['episodes'])} |",
+             f"| memory characters per turn | {_chars(res['memory_chars_per_turn'])} |", "",
              "| turn recall by kind | value |", "|---|---|"]
     lines += [f"| {k} | {pct(v)} |" for k, v in res["turn_recall_by_kind"].items()]
     lines += [f"| false recall: {k} | {pct(v)} |" for k, v in res["false_recall_by_kind"].items()]
     lines += ["", "| turn recall by language | value |", "|---|---|"]
     lines += [f"| {k} | {pct(v)} |" for k, v in res["turn_recall_by_lang"].items()]
+    lines += ["", "| turn recall by the wanted memory's layer | value |", "|---|---|"]
+    lines += [f"| {k} | {pct(v)} |" for k, v in res["turn_recall_by_layer"].items()]
+    hits = sum(res["hit_source"].values())
+    lines += ["", "hits by section: " + (", ".join(f"{k} {v}" for k, v in res["hit_source"].items()) if hits else "—")]
     tm, wm = res["turn_ms"], res["write_ms"]
     if tm.get("n"):
         lines += ["", f"turn p50 {tm['p50']} ms, p95 {tm['p95']} ms; write p50 {wm['p50']} ms, p95 {wm['p95']} ms"]
