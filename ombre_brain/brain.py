@@ -34,6 +34,7 @@ from .kinds.migrate import migrate_on_open
 from .kinds.plans import Plans
 from .kinds.selfmodel import SelfModel
 from .memory_layers import LayerMemo
+from .profile.cache import ProfileCache
 from .recall_policy import RecallPolicy
 from .recall_types import Edge
 from .retrieval.candidates import Retriever
@@ -116,7 +117,8 @@ class Brain:
         if not cfg.forget.keys and not shared:  # the embedded default: forgetting works on the first day
             ensure_local_key(self.path)
         self.layers = LayerMemo()
-        caches = [self.store, self.policy, self.admitter, self.dream_engine, self.layers]
+        self.profile = ProfileCache(self.store, self.gateway.sessions.recall_counts)
+        caches = [self.store, self.policy, self.admitter, self.dream_engine, self.layers, self.profile]
         self.forget = Forgetter(config=cfg, store=self.store, sessions=self.gateway.sessions, facts=self.facts,
                                 jobs=self.gateway.jobs, participants=[self.dream_engine], caches=caches,
                                 data_dir=None if shared else self.path)
@@ -124,7 +126,7 @@ class Brain:
         self.store.reset_listeners.append(lambda space: [c.clear_cache() for c in caches])
         self.parts = TurnParts(config=cfg, store=self.store, policy=self.policy, retriever=self.retriever,
                                admitter=self.admitter, sessions=self.gateway.sessions, dreams=self.dream_engine,
-                               facts=self.facts, layers=self.layers)
+                               facts=self.facts, layers=self.layers, profile=self.profile)
         self.breath_parts = breath_parts(self.parts)
         self.lookup_parts = lookup_parts(self.parts)
         self._turn_locks = [threading.Lock() for _ in range(TURN_LOCK_STRIPES)]

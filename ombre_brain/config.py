@@ -18,11 +18,15 @@ from pathlib import Path
 from typing import Literal
 
 from .config_lines import line_of
+from .config_profile import HINT_SOURCES, PROFILE_HINTS
+from .config_profile import ProfileConfig as ProfileConfig
+from .config_profile import ProfileWeights as ProfileWeights
 from .config_retrieval import AdmissionConfig as AdmissionConfig
 from .config_retrieval import AdmissionModel as AdmissionModel
 from .config_retrieval import ContextConfig as ContextConfig
 from .config_retrieval import FusionConfig as FusionConfig
 from .config_retrieval import LexicalConfig as LexicalConfig
+from .config_retrieval import ReaderConfig as ReaderConfig
 from .config_retrieval import RetrievalConfig as RetrievalConfig
 from .config_server import PlaygroundConfig as PlaygroundConfig
 from .config_server import ServerConfig as ServerConfig
@@ -108,7 +112,7 @@ class RenderConfig:
 
 
 SECTION_KEYS = (
-    "core_memory", "facts", "recent_context", "context_mode", "recalled_memory", "diffused_memory",
+    "core_memory", "profile", "facts", "recent_context", "context_mode", "recalled_memory", "diffused_memory",
     "persona_state", "relationship_weather", "favorite_memory", "dream",
 )
 
@@ -127,6 +131,7 @@ class Budgets:
     facts: int = field(default=300, metadata=_rng(0, 1_000_000))
     core_memory: int = field(default=0, metadata=_rng(0, 1_000_000))
     core_memory_lookup: int = field(default=120, metadata=_rng(0, 1_000_000))
+    profile: int = field(default=320, metadata=_rng(0, 1_000_000))  # the profile's own budget (0: off; §24)
 
 
 CONTEXT_MODES = ("conflict_repair", "reflective_repair", "memory_lookup", "intimate", "playful", "task", "casual")
@@ -151,9 +156,11 @@ class GatewayConfig:
     context_messages: int = field(default=6, metadata=_rng(0, 200))
     context_chars: int = field(default=3000, metadata=_rng(0, 200000))
     unknown_line: str = "UNKNOWN — no supporting memory found."
+    unknown_line_with_profile: str = "UNKNOWN — no supporting memory found. Only the profile may say it."
     persona_state: str = ""
     context_mode_lines: dict[str, str] = field(default_factory=dict)
     budgets: Budgets = Budgets()
+    profile: ProfileConfig = ProfileConfig()
 
 
 LAYER_NAMES = (
@@ -255,6 +262,7 @@ class McpBreathConfig:
     """
 
     core_memory: int = field(default=600, metadata=_rng(0, 1_000_000))
+    profile: int = field(default=600, metadata=_rng(0, 1_000_000))  # who the user is, at session start
     recent_context: int = field(default=500, metadata=_rng(0, 1_000_000))
     relationship_weather: int = field(default=220, metadata=_rng(0, 1_000_000))
     favorite_memory: int = field(default=0, metadata=_rng(0, 1_000_000))
@@ -337,6 +345,14 @@ def _validate_semantics(cfg: Config) -> None:
                 raise _Invalid(f"diffusion.{group}.{rel}", f"expected a weight between 0 and 5, got {w}")
     if len(cfg.diffusion.hop_decay) < cfg.diffusion.max_hops:
         raise _Invalid("diffusion.hop_decay", f"expected at least max_hops ({cfg.diffusion.max_hops}) values")
+    for i, hint in enumerate(cfg.gateway.profile.hints):
+        if hint not in PROFILE_HINTS:
+            raise _Invalid(f"gateway.profile.hints.{i}",
+                           f"unknown writer hint {hint!r} (known: {', '.join(PROFILE_HINTS)})")
+    for i, src in enumerate(cfg.gateway.profile.sources):
+        if src not in HINT_SOURCES:
+            raise _Invalid(f"gateway.profile.sources.{i}",
+                           f"unknown hint source {src!r} (known: {', '.join(HINT_SOURCES)})")
     for mode in cfg.gateway.context_mode_lines:
         if mode not in CONTEXT_MODES:
             raise _Invalid(f"gateway.context_mode_lines.{mode}", f"unknown mode (known: {', '.join(CONTEXT_MODES)})")

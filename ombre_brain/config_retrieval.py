@@ -67,6 +67,17 @@ class AdmissionConfig:
 
 
 @dataclass(frozen=True)
+class ReaderConfig:
+    """The reader (retrieval/reader.py, design §25): a fitted pair model that decides admission for the weighed
+    candidates. ``id`` null turns it off (admission as §13); thresholds unset take the model card's."""
+
+    id: str | None = None
+    path: str | None = None  # a directory of fitted readers (fit-reader --out); None: the package's
+    admit: float | None = field(default=None, metadata=_rng(0, 1))          # a lookup's bar
+    admit_unasked: float | None = field(default=None, metadata=_rng(0, 1))  # recall the user did not ask for
+
+
+@dataclass(frozen=True)
 class ContextConfig:
     """How the conversation before a message weighs in retrieval (design §14)."""
 
@@ -85,6 +96,7 @@ class RetrievalConfig:
     lexical_k: int = field(default=40, metadata=_rng(1, 10000))
     fusion: FusionConfig = FusionConfig()
     admission: AdmissionConfig = AdmissionConfig()
+    reader: ReaderConfig = ReaderConfig()
     context: ContextConfig = ContextConfig()
     min_term_chars: int = field(default=2, metadata=_rng(1, 10))
     min_idf: float = field(default=0.5, metadata=_rng(0, 100))

@@ -75,9 +75,14 @@ def is_favorite(bucket: Bucket, cfg: Config) -> bool:
     return favorite_tag_of(bucket, cfg) is not None and favorite_reason(bucket) is not None
 
 
-STORAGE_ROLES = ("core", "anchor", "self", "weather", "favorite")
-"""Every role :func:`storage_roles` writes, in the order it writes them (rows written before ``anchor`` and ``self``
-existed hold the others in this same order)."""
+STORAGE_ROLES = ("core", "anchor", "self", "weather", "favorite", "profile")
+"""Every role :func:`storage_roles` writes, in the order it writes them (rows written before ``anchor``, ``self`` and
+``profile`` existed hold the others in this same order)."""
+
+PROFILE_ROLE_HINTS = ("stable_boundary", "relationship_lesson")
+"""Writer hints that give a bucket the ``profile`` role: what the default profile holds (docs/design.md §24)."""
+PROFILE_ROLE_SOURCES = ("model", "model_adjusted")
+"""Whose hint: a writer's (the write decision, a caller that said what it wrote), never the rule's cue-word guess."""
 
 
 def storage_roles(bucket: Bucket) -> str:
@@ -96,6 +101,8 @@ def storage_roles(bucket: Bucket) -> str:
         "self": bool(bucket.kind_fields and "self" in bucket.kind_fields),  # listed by the I tool (kinds/selfmodel.py)
         "weather": bucket.type == "feel" and bool(bucket.tag_set & WEATHER_TAGS),
         "favorite": favorite_reason(bucket) is not None,
+        "profile": (bucket.memory_layer in PROFILE_ROLE_HINTS  # the profile's members (profile/cache.py): a writer's
+                    and bucket.memory_classification_source in PROFILE_ROLE_SOURCES),  # hint, not a cue-word guess
     }
     roles = [r for r in STORAGE_ROLES if held[r]]
     return f",{','.join(roles)}," if roles else ""

@@ -224,7 +224,7 @@ class Admission:
 
 
 THRESHOLD_LABELS = {"admit": "", "admit_cjk": " CJK", "admit_cross_script": " cross-script",
-                    "admit_unasked": " unasked"}
+                    "admit_unasked": " unasked", "reader": " (reader)", "reader_unasked": " unasked (reader)"}
 """How :meth:`Admission.summary` names the threshold the evidence met (``admit`` needs no name)."""
 
 

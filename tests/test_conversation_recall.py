@@ -16,7 +16,7 @@ from ombre_brain import Brain
 from .conftest import LiveServer
 
 SPACE = "haven:ayu"
-MEMORY_SECTIONS = ("core_memory", "recent_context", "recalled_memory", "diffused_memory")
+MEMORY_SECTIONS = ("core_memory", "profile", "recent_context", "recalled_memory", "diffused_memory")
 AT = "2026-10-20T21:00:00+08:00"
 LATER = "2026-10-20T21:0{}:00+08:00"
 

@@ -236,3 +236,26 @@ def test_pages_need_the_token_and_carry_it(page, locked, tmp_path):
         page.locator('#graph g.node[data-node="hotpot"] a').click()
     assert nav.value.status == 200 and "/debug/buckets/hotpot" in page.url and f"token={TOKEN}" in page.url
     shot(page, tmp_path, "token")
+
+
+def test_profile_page_says_why_each_line_is_in_or_out(page, site, demo_brain, tmp_path):
+    e = expect()
+    space = "haven:profile-page"
+    for bid, text, when in (("old_job", "我在阿里上班，做运营", "2026-01-02T10:00:00+08:00"),
+                            ("new_job", "我跳槽了，现在在一家游戏公司上班", "2026-05-02T10:00:00+08:00"),
+                            ("dog", "我家狗叫可乐，柯基，五岁了", "2026-01-03T10:00:00+08:00")):
+        demo_brain.write(space, id=bid, title=text[:8], body=text, created=when, memory_layer="stable_boundary",
+                         memory_subject="user")
+    page.goto(f"{site.url}/debug/profile?space={space}")
+    e(page.locator("[data-profile-summary]")).to_contain_text("2 of 3 stable memories shown")
+    old = page.locator('[data-profile-row="old_job"]')
+    e(old).to_contain_text("profile_superseded")
+    e(old).to_contain_text("superseded by")
+    e(old.locator('a[data-bucket="new_job"]')).to_be_visible()
+    e(page.locator('[data-profile-row="dog"]')).to_contain_text("yes")
+    shot(page, tmp_path, "profile")
+    search(page, "我家狗叫啥")
+    e(page.locator('[data-profile-row="dog"]')).to_contain_text("in_recalled_memory")
+    page.fill('input[data-filter="#profile"]', "游戏公司")
+    e(old).to_be_hidden()
+    e(page.locator('[data-profile-row="new_job"]')).to_be_visible()

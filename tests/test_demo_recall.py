@@ -17,8 +17,13 @@ MEMORY = ("recalled_memory", "diffused_memory")
 
 
 def _injected(brain, session: str, query: str) -> tuple[list[str], str]:
+    """What the turn recalls for the question: Recalled or Diffused Memory, or a profile line the turn says answers
+    it or reached from what it recalled (every stable line is in the profile on every turn: only those count)."""
     t = brain.turn(SPACE, session, query, dry_run=True)
-    return [b for k in MEMORY for b in t.item_ids(k)], t.rendered
+    profile = t.section("profile")
+    answers = [i.bucket_id for i in (profile.items if profile else ())
+               if i.extra.get("answers") or i.extra.get("related")]
+    return [b for k in MEMORY for b in t.item_ids(k)] + answers, t.rendered
 
 
 def test_the_beach_trip_is_recalled_from_the_sea_memory(demo_brain):

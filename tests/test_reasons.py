@@ -69,7 +69,7 @@ def test_the_code_families_are_in_the_table():
 
 def test_precedence_names_every_gate_once():
     assert GATES.names == ("direct_seed", "topic_evidence", "recall_context", "related_target", "recent_context",
-                           "anchor", "weather", "cooldown")
+                           "anchor", "weather", "cooldown", "profile")
 
 
 def test_every_code_has_human_text():

@@ -165,7 +165,7 @@ def test_turn_object_shape(brain):
             if it["bucket_id"]:
                 gates = it["runtime_gate"]
                 assert {"direct_seed", "recall_context", "related_target", "recent_context", "anchor", "weather",
-                        "topic_evidence", "cooldown", "decision", "section", "reason"} == set(gates)
+                        "topic_evidence", "cooldown", "profile", "decision", "section", "reason"} == set(gates)
                 assert set(it["layer_debug"]) == {"layer", "writer_hint", "signals", "policy"}
 
 

@@ -143,6 +143,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=recall.cmd_calibrate)
 
+    p = sub.add_parser("fit-reader", help="fit the reader (does a memory answer the message) on authored stores")
+    _common(p, data=False)
+    p.add_argument("--data", action="append", required=True, metavar="FILE",
+                   help="authored memory stores with labelled messages (training/read/*.yaml); repeatable")
+    p.add_argument("--out", metavar="DIR", help="where to write <id>.npz and <id>.json (default: the package's "
+                   "ombre_brain/retrieval/models, where retrieval.reader.id is looked up)")
+    p.add_argument("--id", default="rd-e5s-use3-1", help="the model id (default rd-e5s-use3-1)")
+    p.add_argument("--folds", type=int, default=5, help="cross-validation folds, grouped by store (default 5)")
+    p.add_argument("--rows", metavar="NPZ", help="keep the pipeline's rows here, and read them back if present "
+                   "(building them reads every store through the pipeline: minutes)")
+    p.add_argument("--dry-run", action="store_true", help="report the cross-validated figures, write nothing")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=writing.cmd_fit_reader)
+
     p = sub.add_parser("fit-writer", help="fit the learned write decision on labelled exchanges and write its weights")
     _common(p, data=False)
     p.add_argument("--data", action="append", required=True, metavar="FILE",

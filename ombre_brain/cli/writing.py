@@ -1,7 +1,9 @@
-"""The write decision's commands: `fit-writer` (fit the learned decision on labelled exchanges)."""
+"""The learned models' commands: `fit-writer` (the write decision, on labelled exchanges) and `fit-reader` (the
+reader, on authored memory stores)."""
 
 from __future__ import annotations
 
+from ..tools import fit_reader as reader
 from ..tools.fit_writer import default_out, fit_writer, format_fit
 from .recall import _require_files, _show
 
@@ -13,3 +15,11 @@ def cmd_fit_writer(args) -> int:
     res = fit_writer(args.data, config=args.config, blocks=blocks, model_id=args.id, l2=args.l2, folds=args.folds,
                      out=out)
     return _show(res, args.json, format_fit)
+
+
+def cmd_fit_reader(args) -> int:
+    _require_files(args.data)
+    out = None if args.dry_run else (args.out or reader.default_out())
+    res = reader.fit_reader(args.data, config=args.config, folds=args.folds, out=out, model_id=args.id,
+                            rows_file=args.rows)
+    return _show(res, args.json, reader.format_reader_fit)

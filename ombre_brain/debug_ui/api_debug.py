@@ -75,6 +75,11 @@ def breath_data(space: str, query: str, limit: int = 1000) -> dict:
     return V.breath_debug(turn, brain.config, buckets, total=brain.store.count(space))
 
 
+def profile_data(space: str, query: str | None) -> dict:
+    """The space's profile as a turn with this message (or none) would show it, every line with why."""
+    return V.profile_view(dry_turn(space, query or ""), get_brain().config)
+
+
 def injections_data(space: str, session: str | None, limit: int = 20) -> dict:
     sessions = get_brain().gateway.sessions
     return {"space": space, "session": session, "sessions": sessions.sessions(space),
@@ -110,3 +115,9 @@ def breath_debug():
 def gateway_injections():
     space = space_arg()
     return jsonify(injections_data(space, str_arg("session", max_len=200), int_arg("limit", 20, 1, 500)))
+
+
+@bp.get("/api/profile")
+def profile():
+    space = space_arg()
+    return jsonify(profile_data(space, str_arg("q")))

@@ -431,3 +431,24 @@ def layer_policy_table(cfg: Config) -> list[dict]:
             rows.append({"layer": name, "layer_words": words(name, "layer"), **row,
                          **{f"{k}_words": words(v, k) for k, v in row.items() if isinstance(v, str)}})
     return rows
+
+
+def profile_view(turn: Turn, cfg: Config) -> dict:
+    """The profile a turn showed, each stable memory with why it is in or out (``runtime_gate.profile`` of the lines
+    shown; the same verdicts, serialised from the turn's own selection, for those left out)."""
+    view = turn.debug.get("profile")
+    section = turn.section("profile")
+    out = {"space": turn.space, "query": turn.query, "at": turn.at, "title": section.title if section else None,
+           "budget": cfg.gateway.budgets.profile, "max_lines": cfg.gateway.profile.max_lines, "shown": [],
+           "tokens": 0, "chose": False, "entries": []}
+    if view is None:
+        return out
+    data = view.to_dict()
+    shown = {i.bucket_id: i for i in (section.items if section else ())}
+    for e in data["entries"]:
+        item = shown.get(e["id"])
+        e["runtime_gate"] = item.runtime_gate if item is not None else None
+        e["words"] = describe(e["reason"])
+        e["answers"] = bool(item is not None and item.extra.get("answers"))
+    out.update(shown=list(shown), tokens=data["tokens"], chose=data["chose"], entries=data["entries"])
+    return out

@@ -17,7 +17,7 @@ from ..turn.sections import DYNAMIC_ORDER, STABLE_ORDER
 from ..web import authorize_space, current_scope, get_brain, int_arg, str_arg
 from . import debug_views as V
 from . import playground as P
-from .api_debug import breath_data, diffusion_data, injections_data, moments_data, recall_debug_data
+from .api_debug import breath_data, diffusion_data, injections_data, moments_data, profile_data, recall_debug_data
 
 bp = Blueprint("debug_pages", __name__, url_prefix="/debug", template_folder="templates",
                static_folder="static", static_url_path="/static")
@@ -107,6 +107,16 @@ def recall():
 @bp.get("/breath")
 def breath():
     return _query_page("breath.html", breath_data, page="breath")
+
+
+@bp.get("/profile")
+def profile():
+    """The profile: who the user is and how to be with them, every stable memory with why it is in or out."""
+    space, spaces = _page_space()
+    q = str_arg("q")
+    session = str_arg("session", max_len=200)
+    return render_template("profile.html", space=space, spaces=spaces, q=q or "", session=session or "",
+                           data=profile_data(space, q), page="profile")
 
 
 @bp.get("/diffusion")

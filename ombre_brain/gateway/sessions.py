@@ -197,6 +197,12 @@ class SessionStore:
         return [dict(r) for r in self.ledger.query(
             "SELECT session, round, last_seen FROM sessions WHERE space = ? ORDER BY last_seen DESC", (space,))]
 
+    def recall_counts(self, space: str) -> dict[str, int]:
+        """In how many live sessions each memory was recalled into a dynamic section (the profile's "recalled")."""
+        return {r[0]: int(r[1]) for r in self.ledger.query(
+            "SELECT bucket_id, COUNT(*) FROM injections WHERE space = ? AND section IN "
+            "('recalled_memory', 'diffused_memory', 'recent_context') GROUP BY bucket_id", (space,))}
+
     def bucket_injections(self, space: str, bucket_id: str, limit: int = 20) -> list[dict]:
         return [dict(r) for r in self.ledger.query(
             "SELECT session, round, at, section FROM injections WHERE space = ? AND bucket_id = ? "

@@ -337,13 +337,26 @@ def mentioned(q: QueryEvidence, candidate: Candidate, conflict: bool, weighed: b
     return next((t for t in q.things if found(t.casefold(), about)), None)
 
 
+def read_admission(candidate: Candidate, q: QueryEvidence, p: float, bars: tuple[float, float],
+                   semantic: float | None) -> Admission:
+    """The reader's verdict on a weighed candidate: admitted at the lookup's bar, or a statement's stricter one."""
+    matched, _first, coverage = lexical_match(candidate, q.asked)
+    name, bar = ("reader", bars[0]) if q.lookup else ("reader_unasked", bars[1])
+    ok = p >= bar
+    dict_ev = q.dictionary.get(candidate.bucket.id)
+    return Admission(ok, "reader_answers" if ok else "reader_below_threshold", matched, semantic, coverage,
+                     evidence=p, features={"reader": p}, script_rank=q.script_rank.get(candidate.bucket.id),
+                     threshold=bar, threshold_name=name, dictionary=dict_ev.pairs if dict_ev is not None else ())
+
+
 def lexical_admits(first: str | None, coverage: float, cfg: Any) -> bool:
     """Route 2 of :func:`admit`: a discriminative term is written in the memory and the written terms cover at
     least ``retrieval.min_term_coverage`` of what the query asks (calibrate counts injections with it too)."""
     return first is not None and coverage >= cfg.retrieval.min_term_coverage
 
 
-def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionModel | None) -> Admission:
+def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionModel | None,
+          reader: float | None = None, reader_bars: tuple[float, float] | None = None) -> Admission:
     """Whether a candidate has evidence enough for a direct hit (design §13; the direct seed gate reads it).
 
     1. only context-only moments matched -> ``context_only_match``, never admitted;
@@ -378,6 +391,8 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
         return Admission(False, "said_in_conversation", semantic_score=semantic)
     if not q.lookup and sensitive(candidate.bucket, cfg):  # never brought up unasked, whatever the model
         return Admission(False, "sensitive_unasked", semantic_score=semantic)
+    if reader is not None and reader_bars is not None:  # the reader read the pair: its verdict (design §25)
+        return read_admission(candidate, q, reader, reader_bars, semantic)
     unasked = model is not None and model.admit_unasked is not None and not q.lookup
     matched, first, coverage = lexical_match(candidate, q.asked)
     dict_ev = q.dictionary.get(candidate.bucket.id)

@@ -13,6 +13,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from datetime import datetime
 from time import perf_counter
 
 import numpy as np
@@ -44,6 +45,7 @@ from .dictionary import bridge as dictionary_bridge
 from .features import FEATURES, INPUTS
 from .lexical import general_idf, names_a_thing, names_a_time, tokenize
 from .mention import key_things
+from .reading import Reading
 from .second_opinion import memory_vector
 from .terms import normalize_term, specificity, term_weight
 from .word_table import load_word_table, table_words
@@ -100,18 +102,28 @@ class Admitter:
         self._stop = frozenset(w.casefold() for w in config.lexical.stop_words)
         self._words: OrderedDict[tuple, tuple[str, ...]] = OrderedDict()  # bucket version -> its words
         self._pairs: dict[tuple, object] = {}  # the dictionary's answer per pair of words (dict_evidence's memo)
+        self.reading = Reading(store, config, self._wholes)
 
-    def admit(self, space: str, plan: QueryPlan, found: Retrieval) -> Retrieval:
-        """The admission stage: each candidate's evidence and verdict (design §13), on the found candidates."""
+    def admit(self, space: str, plan: QueryPlan, found: Retrieval, now: datetime | None = None) -> Retrieval:
+        """The admission stage: each candidate's evidence and verdict (design §13), on the found candidates; with a
+        reader (design §25), the weighed candidates' verdicts are the reader's."""
         if not found.candidates:
             return found
         t0 = perf_counter()
         model = self.admission_model(self.model_key())
+        reader = self.reading.model()
         needs = FEATURES.inputs_of(model.feature_names) if model is not None else frozenset()
         if self.cfg.retrieval.dictionary:
             needs |= {"dictionary"}
+        if reader is not None:
+            needs |= FEATURES.inputs_of(reader.feature_names)
         q = self.query_evidence(space, plan, found, needs=needs)
-        cands = tuple(dataclasses.replace(c, admission=admit(c, q, cfg=self.cfg, model=model))
+        read, bars = {}, None
+        if reader is not None:
+            weighed = [c for c in found.candidates if q.weighs(c, self.cfg.retrieval.admission.max_rank)]
+            read, bars = self.reading.read(reader, space, plan, found, q, weighed, now), self.reading.bars(reader)
+        cands = tuple(dataclasses.replace(c, admission=admit(c, q, cfg=self.cfg, model=model,
+                                                             reader=read.get(c.bucket.id), reader_bars=bars))
                       for c in found.candidates)
         ms = dict(found.ms, admission=(perf_counter() - t0) * 1000)
         return dataclasses.replace(found, candidates=cands, ms=ms)

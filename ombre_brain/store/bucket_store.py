@@ -74,6 +74,7 @@ class BucketStore:
     # TurnReads: the turn stages, the debug pages and MCP's reads
     turn_scope = _via("scope")
     known_space = _via("scope")
+    change_head = _via("scope")
     list = _via("reader")
     list_ahead = _via("reader")
     get_ahead = _via("reader")
@@ -108,6 +109,8 @@ class BucketStore:
     add_edge = _via("graph")
     add_claims = _via("writer")
     sources = _via("writer")
+    claim_counts = _via("writer")
+    changed_since = _via("writer")
 
     # Forgetting: the forget wing's purge (and delete above)
     purge_rows = _via("purger")

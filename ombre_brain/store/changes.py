@@ -85,6 +85,18 @@ def _by_bucket(rows) -> dict[str, tuple[str, ...]]:
     return {bid: tuple(mids) for bid, mids in by_bucket.items()}
 
 
+def since(ledger, space: str, seq: int) -> tuple[int, list[str] | None]:
+    """The space's change number and the bucket ids changed after ``seq``; None for the ids when they cannot be
+    told (a reset since, or changes pruned past ``seq``): the follower reads the space again."""
+    rows = ledger.query("SELECT seq, op, bucket_ids FROM changes WHERE space = ? AND seq > ? ORDER BY seq",
+                        (space, seq))
+    if not rows:
+        return head(ledger, space), []
+    if rows[0][0] != seq + 1 or any(r[1] == "reset" for r in rows):
+        return rows[-1][0], None
+    return rows[-1][0], list(dict.fromkeys(b for r in rows for b in r[2].split()))
+
+
 def catch_up(ledger, space: str, f: Followed, to: int, on_reset: Callable[[str], None]) -> Followed:
     """Apply the changes after ``f.seq`` (up to at least ``to``); a rebuilt index when that cannot be done."""
     rows = ledger.query("SELECT seq, op, bucket_ids FROM changes WHERE space = ? AND seq > ? ORDER BY seq",

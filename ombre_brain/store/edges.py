@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ..buckets import bucket_from_json
 from ..errors import NotFoundError, ValidationError
 from ..recall_types import Edge
+from . import changes
 from .reads import VISIBLE
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class Graph:
             c.execute("INSERT INTO edges(space, from_id, to_id, relation, confidence, created) VALUES (?,?,?,?,?,?) "
                       "ON CONFLICT(space, from_id, to_id, relation) DO UPDATE SET confidence = excluded.confidence",
                       (space, from_id, to_id, relation, float(confidence), datetime.now(timezone.utc).isoformat()))
+            changes.record(c, space, "edge", [from_id, to_id])  # an old_version edge supersedes (the profile)
         return Edge(from_id, to_id, relation, float(confidence))
 
     def edges(self, space: str, bucket_ids: Iterable[str] | None = None, *, ends: bool = False) -> list[Edge]:

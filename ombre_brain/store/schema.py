@@ -128,7 +128,15 @@ def _fill_claims(ledger, c) -> None:
               "FROM buckets WHERE true ON CONFLICT DO NOTHING")  # WHERE: SQLite's parser needs it here
 
 
-STEPS = (CORE, INDEXES, _add_roles, ROLES_INDEX, _add_second, CHANGES, CLAIMS, _fill_claims)
+def _profile_roles(ledger, c) -> None:
+    """Ledgers written before the profile existed: buckets with a stable hint gain the ``profile`` role."""
+    for r in c.execute("SELECT space, id, data, roles FROM buckets").fetchall():
+        roles = storage_roles(bucket_from_json(r["data"]))
+        if roles != r["roles"]:
+            c.execute("UPDATE buckets SET roles = ? WHERE space = ? AND id = ?", (roles, r["space"], r["id"]))
+
+
+STEPS = (CORE, INDEXES, _add_roles, ROLES_INDEX, _add_second, CHANGES, CLAIMS, _fill_claims, _profile_roles)
 
 
 def ensure_store_schema(ledger) -> None:

@@ -79,6 +79,14 @@ class TurnScope:
             turn.pop("lists", None)
             turn.pop("seconds", None)
 
+    def change_head(self, space: str) -> int:
+        """The space's change number: the turn's (read once with its first round trip), else read now."""
+        turn = self.turn(space)
+        if turn is not None:
+            return turn["head"]
+        row = self.ledger.one("SELECT seq FROM change_heads WHERE space = ?", (space,))
+        return int(row[0]) if row is not None else 0
+
     def known_space(self, space: str) -> bool:
         turn = self.turn(space)
         if turn is not None:

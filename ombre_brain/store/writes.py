@@ -113,12 +113,31 @@ class Writer:
         check_claim(new, stored, given)
         c.execute("INSERT INTO bucket_sources(space, bucket_id, source) VALUES (?,?,?) ON CONFLICT DO NOTHING",
                   (stored.space, stored.id, new.source or ""))
+        changes.record(c, stored.space, "claim", [stored.id])  # said again: followers (the profile) recount it
 
     def add_claims(self, space: str, claims: Iterable[tuple[str, str]]) -> None:
         """Record (bucket id, source) claims, as an import restores them; existing ones stay."""
+        claims = list(claims)
         with self.ledger.tx() as c:
             c.executemany("INSERT INTO bucket_sources(space, bucket_id, source) VALUES (?,?,?) ON CONFLICT DO NOTHING",
                           [(space, bid, src) for bid, src in claims])
+            if claims:
+                changes.record(c, space, "claim", [bid for bid, _ in claims])
+
+    def claim_counts(self, space: str, bucket_ids: Sequence[str]) -> dict[str, int]:
+        """How many sources hold a claim on each bucket (a memory said again holds one per saying)."""
+        out: dict[str, int] = {}
+        ids = list(dict.fromkeys(bucket_ids))
+        for i in range(0, len(ids), 500):
+            among, chunk = self.ledger.dialect.among("bucket_id", ids[i:i + 500])
+            out.update((r[0], int(r[1])) for r in self.ledger.query(
+                f"SELECT bucket_id, COUNT(*) FROM bucket_sources WHERE space = ? AND {among} GROUP BY bucket_id",
+                (space, *chunk)))
+        return out
+
+    def changed_since(self, space: str, seq: int) -> tuple[int, list[str] | None]:
+        """The space's change number and the ids changed after ``seq`` (None: read the space again; changes.py)."""
+        return changes.since(self.ledger, space, seq)
 
     def sources(self, space: str, bucket_id: str) -> list[str]:
         """Every source holding a claim on the bucket ('' for a write without one), sorted."""

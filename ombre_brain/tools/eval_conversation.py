@@ -15,7 +15,8 @@ directory, with the conversation's names as the identity). The format and the sc
 - cross-language turn recall: the same, for questions in another script than their recall words;
 - false recall: a ``recall: none`` message put anything in Recalled or Diffused Memory;
 - stale: a question whose answer changed (``updated`` in its comment) showed one of its ``stale`` words (the
-  old value) in a memory presented as current (an item the turn marks as superseded is history, not current);
+  old value) in a memory presented as current (an item the turn marks as superseded is history, not current; an
+  item that holds a recall word too tells of the change);
 - memory characters per turn: the characters of every memory item a turn injects (stable and dynamic sections,
   notes aside), over every turn, median and p95;
 - where each hit came from (the profile, Core Memory, Recent Context, Recalled, Diffused or Favorite Memory), and
@@ -313,9 +314,10 @@ def _one(brain: Brain, conv: Conversation, scores: Scores, *, oracle: bool) -> N
 
 def _score_turn(turn, ex: Labelled, where: dict, scores: Scores, layer: str | None) -> None:
     kind = ex.kind or "unlabelled"
-    if ex.stale:
+    if ex.stale:  # an item holding the new value too tells of the change ("it was Boise, now Santa Fe"): not stale
         old = next(((sec, text) for w in ex.stale for sec, text, _ in _texts(turn, MEMORY_SECTIONS, current=True)
-                    if w.lower() in text.lower()), None)
+                    if w.lower() in text.lower() and not any(r.lower() in text.lower() for r in ex.recall or ())),
+                   None)
         scores.stale.add(old is not None)
         if old is not None:
             scores.failures.append({**where, "check": f"stale ({kind})", "stale": list(ex.stale),

@@ -37,7 +37,7 @@ def breath_config(cfg: Config) -> Config:
     b = cfg.mcp.breath
     gw = cfg.gateway
     budgets = dataclasses.replace(
-        gw.budgets, total=b.total, core_memory=b.core_memory, recent_context=b.recent_context,
+        gw.budgets, total=b.total, core_memory=b.core_memory, profile=b.profile, recent_context=b.recent_context,
         relationship_weather=b.relationship_weather, favorite_memory=b.favorite_memory, dream=b.dream,
         facts=b.facts, recalled_memory=0, diffused_memory=0, context_mode=0)
     gateway = dataclasses.replace(

@@ -21,7 +21,7 @@ from .render import DIRECT_SHAPES, ELLIPSIS
 
 __all__ = ["STABLE_SECTIONS", "apply_budgets", "estimate_tokens", "item_tokens", "truncate_to_tokens"]
 
-STABLE_SECTIONS = ("core_memory", "facts")
+STABLE_SECTIONS = ("core_memory", "profile", "facts")
 """Sections with their own budgets that do not count toward ``budgets.total``."""
 
 _CJK = WIDE  # CJK scripts and CJK/fullwidth punctuation: about one token each

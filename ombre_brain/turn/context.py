@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the stages only call methods on these; importing them here 
     from ..dream.engine import DreamEngine
     from ..facts import FactsStore
     from ..gateway.sessions import SessionStore
+    from ..profile.cache import ProfileCache
     from ..recall_policy import RecallPolicy
     from ..retrieval.candidates import Retriever
     from ..retrieval.evidence import Admitter
@@ -53,6 +54,7 @@ class TurnParts:
     dreams: DreamEngine | None = None
     facts: FactsStore | None = None
     layers: LayerMemo | None = None  # layers kept across turns (Brain's; a purge empties it)
+    profile: ProfileCache | None = None  # each space's profile book (profile/cache.py; a purge empties it)
 
 
 class TurnContext:
@@ -71,6 +73,10 @@ class TurnContext:
         self.ahead: dict[str, Any] = {}  # reads sent ahead for a later stage (announce_side_reads)
         self.carried: list[str] = []  # memories recalled in the session's last rounds (turn/carry.py)
         self.lists: dict[str, ListRead] = {}  # each side section's list read, as announced (announce_side_reads)
+        self.profile_ids: frozenset[str] = frozenset()  # the lines the profile shows this turn (turn/profile.py)
+        self.profile_answers: list[str] = []  # admitted candidates of a lookup that the profile shows: it answers
+        self.profile_related: list[str] = []  # profile lines diffusion reached from this turn's direct hits
+        self.superseded: Mapping[str, tuple[str, str]] = {}  # old id -> (newer id, rule): history, not current
 
     def layer(self, bucket: Bucket) -> LayerDecision:
         d = self._layers.get(bucket.id)

@@ -53,6 +53,7 @@ class GateInput:
     moment: Any = None
     in_favorite_card: bool = False
     carried: bool = False
+    in_profile: bool = False  # the profile shows this memory's line this turn (turn/profile.py)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -113,6 +113,25 @@ GATES.register(GateSpec(
         "favorite_asked_for": "the user asked for a favorite memory: shown even within skip_recent_rounds",
     }))
 
+GATES.register(GateSpec(
+    "profile", frozenset({"direct", "related", "recent", "carried"}),
+    fn=lambda x: GateResult(False, "shown_in_profile") if x.in_profile else None,
+    doc="The profile (who the user is, how to be with them) shows a stable fact or lesson on every turn, within its "
+        "own budget; a line it shows is not repeated in another section. On a profile line: why it is in or out.",
+    reasons={
+        "profile_fits": "a stable fact or lesson: the whole current profile fits gateway.budgets.profile",
+        "profile_line": "a stable fact or lesson chosen for the profile this turn by its score (the turn's search, "
+                        "importance, recency, restatements, recalls)",
+        "profile_budget_cut": "a current profile line left out this turn: the profile's budget or max_lines was full "
+                              "of higher-scoring lines",
+        "profile_superseded": "a newer memory states the same attribute, or says this one changed: kept as history, "
+                              "not shown as current",
+        "shown_in_profile": "the profile shows this memory's line this turn: not repeated here (below "
+                            "gateway.profile.recall_evidence / recall_coverage)",
+        "in_recalled_memory": "a profile line the message is about: shown whole in Recalled Memory this turn, not "
+                              "repeated in the profile",
+    }))
+
 REASONS = GATES.reasons
 """Every reason code with its words: the general table and each registered gate's, read live."""
 

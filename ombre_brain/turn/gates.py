@@ -103,6 +103,20 @@ def direct_seed_gate(plan: QueryPlan, cand: Candidate, decision: LayerDecision, 
     return GateResult(True, f"admitted_{adm.reason}", detail)
 
 
+def recalls_beside_profile(cand: Candidate, cfg: Config) -> bool:
+    """A stable memory the profile shows is also a direct hit (moved into Recalled Memory, whole) only on strong
+    evidence that this message is about it: admitted, and on the evidence score at ``gateway.profile.recall_evidence``
+    or on written words covering ``gateway.profile.recall_coverage`` of the message. Below that the profile's line
+    says it, and a near miss ("我表哥…" beside 表姐) stays out of Recalled Memory (design §24)."""
+    adm = cand.admission
+    if not adm.admitted:
+        return False
+    pc = cfg.gateway.profile
+    if adm.evidence is not None and adm.evidence >= pc.recall_evidence:
+        return True
+    return adm.coverage is not None and adm.coverage >= pc.recall_coverage
+
+
 def topic_evidence_gate(plan: QueryPlan, cand: Candidate, decision: LayerDecision, state: SessionState,
                         cfg: Config) -> GateResult:
     """Retrieval's admission verdict, as a gate; weather never counts as topic proof."""

@@ -33,11 +33,17 @@ ITEM_SECTIONS = ("recent_context", "recalled_memory", "diffused_memory", "relati
 
 
 def item_of(d: Decided, shape: str, text: str, section: str, extra: dict | None = None,
-            moment_id: str | None = None, reason: str | None = None) -> Item:
-    """An injected Item carrying the gates' own decision, stamped with its section."""
+            moment_id: str | None = None, reason: str | None = None, ctx: TurnContext | None = None) -> Item:
+    """An injected Item carrying the gates' own decision, stamped with its section. A memory a newer one superseded
+    (the profile's changed facts, design §24) says so in front of its words: history, never shown as current."""
     gate = d.gate.decide("injected", section, reason or d.gate.reason or allowed_reason(d.gate))
+    extra = extra or {}
+    newer = ctx.superseded.get(d.bucket.id) if ctx is not None else None
+    if newer is not None:
+        text = ctx.cfg.gateway.profile.history_mark + text
+        extra = {**extra, "superseded_by": newer[0], "supersede_rule": newer[1]}
     return Item(d.bucket.id, moment_id, shape, text, d.layer.layer, d.layer.to_dict(), gate.to_dict(),
-                rank_score=d.score, extra=extra or {})
+                rank_score=d.score, extra=extra)
 
 
 def render_items(ctx: TurnContext, direct: list[Decided], related: list[Decided], side: Side,
@@ -52,7 +58,7 @@ def render_items(ctx: TurnContext, direct: list[Decided], related: list[Decided]
         items["diffused_memory"].append(render_related(ctx, d, direct))
     for d in side.recent:
         items["recent_context"].append(item_of(d, "recent_compact", render_recent_compact(d.bucket, cfg.render),
-                                               "recent_context"))
+                                               "recent_context", ctx=ctx))
     for d in side.weather:
         items["relationship_weather"].append(item_of(d, "weather", render_weather(d.bucket), "relationship_weather"))
     for d in side.favorites:
@@ -61,6 +67,7 @@ def render_items(ctx: TurnContext, direct: list[Decided], related: list[Decided]
     items["dream"].extend(side.dream)
     # A candidate kept out only by cooldown was already shown in this conversation: it supports the answer.
     unknown = (not plan.skip_reason and plan.context_mode == "memory_lookup" and not direct
+               and not ctx.profile_answers  # the profile shows what the lookup found: it is answered
                and not any(s.reason == "skipped_recent_rounds" for s in suppressed)
                and not items["favorite_memory"]
                and not any((i.runtime_gate or {}).get("reason") == "core_memory_answers_lookup" for i in side.core))
@@ -87,7 +94,7 @@ def render_direct(ctx: TurnContext, d: Decided, section: str) -> Item:
         extra["context"] = [{"section": s.name, "text": s.text} for s in context]
         text = text + "\n" + "\n".join(f"[{s.name}] {s.text}" for s in context)
         d = dataclasses.replace(d, gate=d.gate.with_gate("recall_context", GateResult(True, "beside_reliable_parent")))
-    return item_of(d, shape, text, section, extra, moment_id=m.id)
+    return item_of(d, shape, text, section, extra, moment_id=m.id, ctx=ctx)
 
 
 def render_related(ctx: TurnContext, d: Decided, direct: list[Decided]) -> Item:
@@ -100,8 +107,8 @@ def render_related(ctx: TurnContext, d: Decided, direct: list[Decided]) -> Item:
             mids = ctx.store.get_many(ctx.space, {p.to_id for p in h.path} | {p.from_id for p in h.path})
             titles = {bid: b.title for bid, b in mids.items()}
             return item_of(d, "chain_bundle", render_chain_bundle(seed, h.path, d.bucket, ctx.cfg.render,
-                                                                  titles=titles), "diffused_memory", extra)
-    return item_of(d, "summary", render_summary(d.bucket, ctx.cfg.render), "diffused_memory", extra)
+                                                                  titles=titles), "diffused_memory", extra, ctx=ctx)
+    return item_of(d, "summary", render_summary(d.bucket, ctx.cfg.render), "diffused_memory", extra, ctx=ctx)
 
 
 __all__ = ["ITEM_SECTIONS", "item_of", "render_items"]

@@ -1,6 +1,6 @@
 """One turn of the read pipeline, as one straight line of plain data (design §2):
 
-    plan_query -> candidates -> admission -> layers and gates -> diffusion -> render -> budget -> sections
+    plan_query -> candidates -> admission -> profile -> layers and gates -> diffusion -> render -> budget -> sections
 
 Each stage is one call below; each takes plain data and returns plain data. Every decision is
 made once, by the gates, into LayerDecision / RuntimeGate objects; the TURN the gateway injects
@@ -21,6 +21,8 @@ from .carry import CARRIED_TOPIC, carried_ids, points_back, with_carried_topic
 from .context import TurnContext, TurnParts
 from .conversation import Message
 from .items import render_items
+from .profile import SECTION as PROFILE
+from .profile import profile_stage
 from .related import related_stage
 from .sections import Turn, assemble
 from .select import direct_stage
@@ -58,21 +60,30 @@ def run_turn(parts: TurnParts, space: str, session: str, query: str, now: dateti
     retrieval = (parts.retriever.search(space, plan, second_ahead=True)
                  if not plan.skip_reason and parts.store.known_space(space) else None)
     lap("candidates")
-    retrieval = parts.admitter.admit(space, plan, retrieval) if retrieval is not None else None
+    retrieval = parts.admitter.admit(space, plan, retrieval, now) if retrieval is not None else None
     lap("admission")
-    direct, suppressed = direct_stage(ctx, retrieval.candidates if retrieval is not None else ())
+    candidates = retrieval.candidates if retrieval is not None else ()
+    profile = profile_stage(ctx, candidates)
+    if profile is not None:
+        ctx.profile_ids, ctx.superseded = profile.shown, profile.book.superseded
+    lap("profile")
+    direct, suppressed = direct_stage(ctx, candidates)
     lap("gates")
     related = related_stage(ctx, direct, suppressed)
+    if profile is not None:  # a line recalled whole is not repeated in the profile; one the turn is about says so
+        profile = profile.after_gates({d.bucket.id for d in direct}, ctx.profile_answers, ctx.profile_related)
     lap("diffusion")
     side = side_stage(ctx, direct, related, suppressed)
     lap("side_sections")
     items, unknown = render_items(ctx, direct, related, side, suppressed)
     lap("render")
     turn = assemble(parts.config, plan=plan, state=state, query=query, core=side.core, facts=side.facts, items=items,
-                    suppressed=suppressed, unknown=unknown, timings=lap.ms)
+                    suppressed=suppressed, unknown=unknown, timings=lap.ms,
+                    profile=profile.items if profile is not None else ())
     turn.space_known = parts.store.known_space(space)  # a space never written answers, and says so
     lap("budget")
-    turn.debug.update(retrieval=retrieval, direct=direct, related=related, trace=ctx.trace, diffusion=ctx.diffusion)
+    turn.debug.update(retrieval=retrieval, direct=direct, related=related, trace=ctx.trace, diffusion=ctx.diffusion,
+                      profile=profile)
     if not dry_run:
         _record(ctx, turn, side, context)
     lap.ms["record"] = round((perf_counter() - lap._t) * 1000, 3)
@@ -83,8 +94,8 @@ def _record(ctx: TurnContext, turn: Turn, side, context: Sequence[Message]) -> N
     """Session bookkeeping of a real turn: the round, what was shown, the turn log (with what a replay of the turn
     needs: the conversation heard and the session state met), dreams shown or released."""
     injected = [(it.bucket_id, sec.key) for sec in (*turn.stable, *turn.sections) for it in sec.items
-                if it.bucket_id]
-    mentioned = [b for b, _ in injected] + [s.bucket_id for s in turn.suppressed]
+                if it.bucket_id and sec.key != PROFILE]  # the profile is stable context: no cooldown, no recall count
+    mentioned = turn.item_ids() + [s.bucket_id for s in turn.suppressed]  # the log quotes them all: a purge finds it
     recent_shown = any(s.key == "recent_context" for s in turn.sections)
     ctx.parts.sessions.record(ctx.state, injected, recent_fired=side.recent_fired and recent_shown,
                               turn=turn.to_dict(timings=True), mentioned=mentioned, context=context)

@@ -36,9 +36,13 @@ ADMISSION_REASONS: Mapping[str, str] = {
     "dictionary_conflict": "a key term of the message meets a word the dictionary says is a different thing of the "
                            "same kind (sister against 哥哥): a near miss",
     "sensitive_unasked": "tagged sensitive (retrieval.sensitive_tags): recalled only when the user asks about it",
+    "reader_answers": "the reader (retrieval.reader) reads the message and this memory as a pair: it answers the "
+                      "message (a lookup) or should be brought up for it (a statement, at the stricter bar)",
+    "reader_below_threshold": "the reader reads the message and this memory as a pair: it does not answer the "
+                              "message (below retrieval.reader's bar)",
 }
 ADMITTING = ("term_in_title", "term_in_summary", "term_in_tags", "term_in_body", "dictionary_match",
-             "mentioned_in_title", "evidence_above_threshold")
+             "mentioned_in_title", "evidence_above_threshold", "reader_answers")
 
 GENERAL_REASONS: Mapping[str, str] = {
     "not_applicable": "the gate does not apply to this item",

@@ -55,9 +55,13 @@ def related_stage(ctx: TurnContext, direct: list[Decided], out: list[Suppressed]
     for h in hits:
         b = targets[h.bucket_id]
         d = ctx.layer(b)
-        gate = GATES.evaluate(GateInput("related", plan, state, cfg, b, d, path_ok=h.reliable_chain))
+        gate = GATES.evaluate(GateInput("related", plan, state, cfg, b, d, path_ok=h.reliable_chain,
+                                                in_profile=b.id in ctx.profile_ids))
         if GATES.passes(gate, "related"):
             found.append(Decided(b, d, gate, h.activation * GATES.weight(gate), diffusion=h))
+        elif b.id in ctx.profile_ids:  # related to what the turn recalls, and already in front of the model
+            ctx.profile_related.append(b.id)
+            out.append(suppressed(None, bucket=b, layer=d, gate=gate))
         else:
             out.append(suppressed(None, bucket=b, layer=d, gate=gate))
     found.sort(key=lambda x: (-x.score, x.bucket.id))

@@ -8,6 +8,7 @@ TURN explains what the budget cost as well as what the gates kept out.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from ..config import Config
@@ -15,11 +16,11 @@ from ..recall_types import Item, QueryPlan, SectionOut, SessionState, Suppressed
 from .budget import apply_budgets, estimate_tokens
 from .render import render_markdown
 
-STABLE_ORDER = ("core_memory", "facts")
+STABLE_ORDER = ("core_memory", "profile", "facts")
 DYNAMIC_ORDER = ("recent_context", "context_mode", "recalled_memory", "diffused_memory", "persona_state",
                  "relationship_weather", "favorite_memory", "dream")
 TITLES = {
-    "core_memory": "Core Memory", "facts": "Confirmed Facts", "recent_context": "Recent Context",
+    "core_memory": "Core Memory", "profile": "Profile", "facts": "Confirmed Facts", "recent_context": "Recent Context",
     "context_mode": "Context Mode", "recalled_memory": "Recalled Memory", "diffused_memory": "Diffused Memory",
     "persona_state": "Persona State", "relationship_weather": "Relationship Weather",
     "favorite_memory": "{ai_name} Favorite Memory", "dream": "Dream",
@@ -81,6 +82,13 @@ class Turn:
                 if i.bucket_id]
 
 
+class _Names(dict):
+    """``str.format_map`` names for section titles: a persona's title naming something else keeps its braces."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
 def _note(text: str, key: str) -> Item:
     return Item(None, None, "note", text, None, None, None, rank_score=1e9, extra={"note": key})
 
@@ -91,12 +99,15 @@ def _answers_lookup(item: Item) -> bool:
 
 
 def assemble(cfg: Config, *, plan: QueryPlan, state: SessionState, query: str, core: list[Item], facts: list[Item],
-             items: dict[str, list[Item]], suppressed: list[Suppressed], unknown: bool, timings: dict) -> Turn:
+             items: dict[str, list[Item]], suppressed: list[Suppressed], unknown: bool, timings: dict,
+             profile: Sequence[Item] = ()) -> Turn:
     gw = cfg.gateway
-    title = {k: v.format(ai_name=cfg.identity.ai_name) for k, v in TITLES.items()}
+    names = {"ai_name": cfg.identity.ai_name, "user_name": cfg.identity.user_name}
+    title = {k: v.format(**names) for k, v in TITLES.items()}
+    title["profile"] = gw.profile.title.format_map(_Names(names))
     dyn: dict[str, list[Item]] = {k: list(items.get(k, [])) for k in DYNAMIC_ORDER}
     if unknown:
-        dyn["recalled_memory"] = [_note(gw.unknown_line, "unknown")]
+        dyn["recalled_memory"] = [_note(gw.unknown_line_with_profile if profile else gw.unknown_line, "unknown")]
     has_memory = any(dyn[k] for k in DYNAMIC_ORDER)
     mode_line = gw.context_mode_lines.get(plan.context_mode)
     if mode_line and (has_memory or not plan.skip_reason):
@@ -104,7 +115,8 @@ def assemble(cfg: Config, *, plan: QueryPlan, state: SessionState, query: str, c
     if gw.persona_state.strip():
         dyn["persona_state"] = [_note(gw.persona_state.strip(), "persona_state")]
 
-    stable = [SectionOut(k, title[k], tuple(v)) for k, v in (("core_memory", core), ("facts", facts)) if v]
+    stable = [SectionOut(k, title[k], tuple(v)) for k, v in (("core_memory", core), ("profile", profile),
+                                                             ("facts", facts)) if v]
     dynamic = [SectionOut(k, title[k], tuple(dyn[k])) for k in DYNAMIC_ORDER if dyn[k]]
     budgets = gw.budgets
     if budgets.core_memory < budgets.core_memory_lookup and any(_answers_lookup(i) for i in core):

@@ -24,7 +24,10 @@ def direct_stage(ctx: TurnContext, cands: Sequence[Candidate]) -> tuple[list[Dec
     out: list[Suppressed] = []
     for c in cands:
         d = ctx.layer(c.bucket)
-        gate = GATES.evaluate(GateInput("direct", plan, state, cfg, c.bucket, d, candidate=c))
+        shown = c.bucket.id in ctx.profile_ids and not G.recalls_beside_profile(c, cfg)
+        gate = GATES.evaluate(GateInput("direct", plan, state, cfg, c.bucket, d, candidate=c, in_profile=shown))
+        if shown and c.admission.admitted and not plan.unasked:
+            ctx.profile_answers.append(c.bucket.id)  # a lookup the profile answers: never UNKNOWN beside it
         if GATES.passes(gate, "direct"):
             passed.append(Decided(c.bucket, d, gate, c.fused * GATES.weight(gate), candidate=c))
         elif G.worth_listing(c):

@@ -101,7 +101,8 @@ def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
     fired = False
     for b in pool:
         d = ctx.layer(b)
-        gate = GATES.evaluate(GateInput("recent", plan, state, cfg, b, d, has_topic_evidence=b.id in evidence))
+        gate = GATES.evaluate(GateInput("recent", plan, state, cfg, b, d, has_topic_evidence=b.id in evidence,
+                                        in_profile=b.id in ctx.profile_ids))
         if GATES.passes(gate, "recent"):
             found.append(Decided(b, d, gate, GATES.weight(gate) * (1.0 if b.id in evidence else 0.5)))
             fired = True
@@ -124,7 +125,8 @@ def carried(ctx: TurnContext, taken: set[str]) -> list[Decided]:
         if b is None:
             continue
         d = ctx.layer(b)
-        gate = GATES.evaluate(GateInput("carried", ctx.plan, ctx.state, ctx.cfg, b, d, carried=True))
+        gate = GATES.evaluate(GateInput("carried", ctx.plan, ctx.state, ctx.cfg, b, d, carried=True,
+                                        in_profile=b.id in ctx.profile_ids))
         if GATES.passes(gate, "carried"):
             found.append(Decided(b, d, gate, 2.0))
         else:

@@ -1,0 +1,182 @@
+"""The profile of one space: its lines, which are current, and which a turn shows (pure).
+
+A :class:`Book` is built from the space's stable memories (:class:`Entry`, read by ``profile/cache.py`` once per
+change of the space): each entry's line and frame, which entries a newer one superseded (``profile/frames.py``), and
+which may never be shown (``dont_surface``, an anchor, a memory tagged sensitive). :meth:`Book.select` is the per-turn
+half: when the current lines fit the budget they are all shown; when they do not, each is scored from what is cheap
+and already known (the turn's search, importance, recency, restatements, recalls) and the best fill the budget. It
+runs on arrays, so a store with thousands of stable memories costs a turn a fraction of a millisecond.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ..config_profile import ProfileConfig
+from .frames import Frame, Line, supersessions
+
+SHOWN = "profile_line"
+FITS = "profile_fits"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One stable memory as the profile sees it."""
+
+    id: str
+    hint: str           # its writer hint (memory_layer): stable_boundary, relationship_lesson, …
+    line: str           # what the profile shows (profile/lines.py)
+    tokens: int         # the line's size in the gateway's tokens
+    at: str             # created, ISO
+    active: str         # last active, ISO
+    importance: int
+    restated: int       # claims beyond the first: the user said it again
+    frame: Frame
+    never: str | None = None  # why it may never be in the profile (a reason code), or None
+    recalled: int = 0   # sessions that recalled it into a dynamic section
+    layer: Any = field(default=None, compare=False)  # its LayerDecision (layer_debug of the line), decided when read
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "hint": self.hint, "line": self.line, "tokens": self.tokens, "at": self.at,
+                "importance": self.importance, "restated": self.restated, "recalled": self.recalled,
+                "frame": self.frame.to_dict(), "never": self.never}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why one entry is in or out of this turn's profile."""
+
+    allowed: bool
+    reason: str           # profile_line | profile_budget_cut | profile_superseded | a never-in reason
+    score: float | None = None
+    superseded_by: str | None = None
+    rule: str | None = None
+
+    def detail(self) -> dict:
+        d: dict = {}
+        if self.score is not None:
+            d["score"] = round(self.score, 4)
+        if self.superseded_by is not None:
+            d.update(superseded_by=self.superseded_by, rule=self.rule)
+        return d
+
+
+@dataclass
+class Book:
+    """A space's profile at one change number: every entry, the current ones in display order, the superseded."""
+
+    entries: dict[str, Entry]
+    superseded: dict[str, tuple[str, str]]     # old id -> (new id, rule)
+    current: list[str]                          # eligible ids, in display order (facts, then lessons; oldest first)
+    _arrays: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def build(cls, entries: Sequence[Entry], cfg: ProfileConfig, linked: Mapping[str, str] | None = None) -> Book:
+        """``linked``: old id -> new id of the writer's own ``old_version`` edges (an update it linked)."""
+        by_id = {e.id: e for e in entries}
+        lines = [Line(e.id, e.at, e.frame, "lesson" if e.hint == "relationship_lesson" else "fact")
+                 for e in entries if e.never is None]
+        sup = supersessions(lines, cfg.endings, cfg.exclusive_holders)
+        for old, new in (linked or {}).items():
+            if old in by_id and new in by_id and old not in sup:
+                sup[old] = (new, "linked_update")
+        current = [e for e in entries if e.never is None and e.id not in sup]
+        current.sort(key=lambda e: (e.hint == "relationship_lesson", e.at, e.id))
+        return cls(by_id, sup, [e.id for e in current])
+
+    def arrays(self) -> dict:
+        """The current entries as arrays, made once per book (the per-turn scoring is vector arithmetic)."""
+        if not self._arrays:
+            es = [self.entries[i] for i in self.current]
+            self._arrays = {
+                "index": {e.id: n for n, e in enumerate(es)},
+                "importance": np.array([e.importance / 10.0 for e in es], dtype=np.float64),
+                "active": np.array([_ts(e.active) for e in es], dtype=np.float64),
+                "restated": np.array([1.0 - 1.0 / (1 + e.restated) for e in es], dtype=np.float64),
+                "recalled": np.array([1.0 - 1.0 / (1 + e.recalled) for e in es], dtype=np.float64),
+                "lesson": np.array([e.hint == "relationship_lesson" for e in es], dtype=np.float64),
+                "care": np.array([e.frame.care for e in es], dtype=np.float64),
+                "tokens": np.array([e.tokens for e in es], dtype=np.int64),
+            }
+        return self._arrays
+
+    def select(self, cfg: ProfileConfig, budget: int, now: datetime,
+               similarity: Mapping[str, float]) -> Selection:
+        """This turn's lines. All current lines when they fit ``budget`` tokens and ``max_lines``; else the best by
+        score, in display order. ``similarity``: entry id -> [0, 1], how strongly this turn's search found it."""
+        a = self.arrays()
+        n = len(self.current)
+        if n == 0 or budget <= 0 or cfg.max_lines <= 0:
+            return Selection(self, [], None, budget)
+        if n <= cfg.max_lines and int(a["tokens"].sum()) <= budget:
+            return Selection(self, list(self.current), None, budget)
+        w = cfg.weights
+        age_days = np.maximum(0.0, (now.timestamp() - a["active"]) / 86400.0)
+        score = (w.importance * a["importance"] + w.recency * np.exp(-age_days / cfg.recency_days)
+                 + w.restated * a["restated"] + w.recalled * a["recalled"] + w.lesson * a["lesson"]
+                 + w.care * a["care"])
+        for bid, s in similarity.items():
+            k = a["index"].get(bid)
+            if k is not None:
+                score[k] += w.similarity * s
+        order = np.argsort(-score, kind="stable")
+        chosen, used = [], 0
+        for k in order:
+            t = int(a["tokens"][k])
+            if used + t > budget:
+                continue
+            chosen.append(int(k))
+            used += t
+            if len(chosen) >= cfg.max_lines:
+                break
+        keep = sorted(chosen)  # display order is the book's
+        return Selection(self, [self.current[k] for k in keep], score, budget)
+
+
+@dataclass
+class Selection:
+    """One turn's profile: the ids shown (in display order) and, read lazily, why each entry is in or out."""
+
+    book: Book
+    shown: list[str]
+    scores: np.ndarray | None   # per current entry when the turn had to choose; None when all fit
+    budget: int
+
+    def __post_init__(self) -> None:
+        self._shown_set = frozenset(self.shown)
+
+    def verdict(self, bid: str) -> Verdict:
+        book = self.book
+        e = book.entries.get(bid)
+        if e is None:
+            raise KeyError(bid)
+        if e.never is not None:
+            return Verdict(False, e.never)
+        if bid in book.superseded:
+            new, rule = book.superseded[bid]
+            return Verdict(False, "profile_superseded", superseded_by=new, rule=rule)
+        score = None
+        if self.scores is not None:
+            score = float(self.scores[book.arrays()["index"][bid]])
+        if bid in self._shown_set:
+            return Verdict(True, SHOWN if self.scores is not None else FITS, score)
+        return Verdict(False, "profile_budget_cut", score)
+
+    def verdicts(self) -> dict[str, Verdict]:
+        """Every entry's verdict (for the debug pages; a turn never needs them all)."""
+        return {bid: self.verdict(bid) for bid in self.book.entries}
+
+
+def _ts(iso: str) -> float:
+    try:
+        return datetime.fromisoformat(iso).timestamp()
+    except (TypeError, ValueError):
+        return 0.0
+
+
+__all__ = ["FITS", "SHOWN", "Book", "Entry", "Selection", "Verdict"]

@@ -1,0 +1,175 @@
+"""The profile of each space, kept current with the store's change sequence (the I/O half of the profile).
+
+A turn must not read every stable memory of the space to show a dozen lines: :class:`ProfileCache` keeps each space's
+:class:`~.book.Book` with the change number it is current to, as each process's lexical index does (design §16). A
+turn reads the space's number (the turn scope already has it); when the space has changed since, only the buckets
+the newer changes name are read again: a write, a join (a new claim), an edge (the writer's ``old_version`` link), an
+update, a delete or a purge. A purge records its change in the purge's own transaction, so a purged line is gone
+from the very next turn, and :meth:`ProfileCache.clear_cache` empties every space at once. A turn never embeds a
+profile line: which lines matter now comes from the turn's own search (``turn/profile.py``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..buckets import Bucket
+from ..config import Config
+from ..memory_layers import PROFILE_ROLE_HINTS, PROFILE_ROLE_SOURCES, infer_layer
+from ..recall_types import LayerDecision
+from ..retrieval.admission import sensitive
+from ..turn.budget import estimate_tokens
+from .book import Book, Entry
+from .frames import Frame, FrameReader
+from .lines import profile_line, source_text
+
+MEMBER_LAYERS = ("long_term_anchor", "dynamic_memory")  # pinned is Core Memory; archived, feel, kinds are not
+SPACES = 256  # spaces (times configs) kept; the least recently used goes first
+
+
+@dataclass
+class _Raw:
+    """What the book needs of one member bucket (never the whole bucket: a space may hold thousands)."""
+
+    id: str
+    hint: str
+    line: str
+    text: str           # all the user's words of it (the frame reads these)
+    terms: tuple[str, ...]
+    at: str
+    active: str
+    importance: int
+    never: str | None
+    layer: LayerDecision
+
+
+@dataclass
+class _Space:
+    seq: int
+    raws: dict[str, _Raw]
+    claims: dict[str, int]
+    linked: dict[str, str]            # old id -> new id (old_version edges between members)
+    frames: dict[str, Frame] = field(default_factory=dict)
+    bound: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # id -> the names its line binds
+    names: dict[str, str] = field(default_factory=dict)
+    book: Book | None = None
+
+
+class ProfileCache:
+    """Each space's profile book, per config, current to the space's change number."""
+
+    def __init__(self, store, recall_counts: Callable[[str], dict[str, int]]) -> None:
+        self.store = store
+        self.recall_counts = recall_counts
+        self._lock = threading.Lock()
+        self._spaces: OrderedDict[tuple[str, str], _Space] = OrderedDict()
+        self._readers: dict[str, FrameReader] = {}
+
+    def book(self, space: str, cfg: Config, head: int | None = None) -> Book:
+        """The space's book, current to change ``head`` (read from the store when not given)."""
+        key = (space, cfg.version)
+        with self._lock:
+            got = self._spaces.get(key)
+            if got is not None:
+                self._spaces.move_to_end(key)
+        if got is not None and head is not None and got.seq >= head and got.book is not None:
+            return got.book
+        seq, changed = self.store.changed_since(space, got.seq if got is not None else 0)
+        if got is not None and changed == [] and got.book is not None:
+            return got.book
+        fresh = self._read(space, cfg, seq) if got is None or changed is None else self._update(got, space, cfg, seq,
+                                                                                               changed)
+        with self._lock:
+            self._spaces[key] = fresh
+            self._spaces.move_to_end(key)
+            while len(self._spaces) > SPACES:
+                self._spaces.popitem(last=False)
+        return fresh.book
+
+    def clear_cache(self) -> None:
+        """A purge: every space is read again (nothing of a purged memory stays in memory)."""
+        with self._lock:
+            self._spaces.clear()
+
+    # ------------------------------------------------------------ reading
+
+    def _members(self, space: str, cfg: Config, buckets: list[Bucket]) -> dict[str, _Raw]:
+        pc = cfg.gateway.profile
+        out = {}
+        for b in buckets:
+            if b.memory_layer not in pc.hints or b.memory_classification_source not in pc.sources:
+                continue
+            decision = infer_layer(b, cfg)
+            if decision.layer not in MEMBER_LAYERS:
+                continue
+            never = ("dont_surface" if b.dont_surface else "anchor_only_when_asked" if b.anchor
+                     else "sensitive_unasked" if sensitive(b, cfg) else None)
+            reader = self._reader(cfg)
+            line = profile_line(b, pc.line_chars, reader.weight)
+            text = source_text(b)  # its frame reads all it says: whose it is may be said before the line
+            out[b.id] = _Raw(b.id, b.memory_layer or "", line, text, tuple(self.store.tokens(text)), b.created,
+                             b.last_active or b.created, b.importance, never, decision)
+        return out
+
+    def _list(self, space: str, cfg: Config) -> list[Bucket]:
+        pc = cfg.gateway.profile
+        if set(pc.hints) <= set(PROFILE_ROLE_HINTS) and set(pc.sources) <= set(PROFILE_ROLE_SOURCES):
+            return self.store.list(space, role="profile", limit=None)
+        return self.store.list(space, limit=None)  # a persona's profile holds other hints: no index names them
+
+    def _read(self, space: str, cfg: Config, seq: int) -> _Space:
+        raws = self._members(space, cfg, self._list(space, cfg)) if self.store.known_space(space) else {}
+        s = _Space(seq, raws, self.store.claim_counts(space, list(raws)), self._linked(space, raws))
+        self._finish(s, space, cfg, changed=None)
+        return s
+
+    def _update(self, old: _Space, space: str, cfg: Config, seq: int, changed: list[str]) -> _Space:
+        got = self.store.get_many(space, changed)
+        raws = {k: v for k, v in old.raws.items() if k not in changed}
+        raws.update(self._members(space, cfg, [got[i] for i in changed if i in got]))
+        claims = {k: v for k, v in old.claims.items() if k not in changed}
+        claims.update(self.store.claim_counts(space, [i for i in changed if i in raws]))
+        linked = {o: n for o, n in old.linked.items() if o not in changed and n not in changed}
+        linked.update(self._linked(space, {i: raws[i] for i in changed if i in raws}, among=raws))
+        s = _Space(seq, raws, claims, linked, dict(old.frames), dict(old.bound), dict(old.names))
+        self._finish(s, space, cfg, changed=set(changed))
+        return s
+
+    def _linked(self, space: str, raws: dict[str, _Raw], among: dict[str, _Raw] | None = None) -> dict[str, str]:
+        """The writer's own ``old_version`` edges (new -> old) between members: the old one is superseded."""
+        among = raws if among is None else among
+        if not raws:
+            return {}
+        return {e.to_id: e.from_id for e in self.store.edges(space, list(raws))
+                if e.relation == "old_version" and e.from_id in among and e.to_id in among}
+
+    def _finish(self, s: _Space, space: str, cfg: Config, changed: set[str] | None) -> None:
+        """Name bindings, frames (every one again when the bindings changed, else only the changed lines'), then the
+        book."""
+        reader = self._reader(cfg)
+        for r in s.raws.values():
+            if changed is None or r.id in changed or r.id not in s.bound:
+                s.bound[r.id] = reader.bindings(r.text)
+        names = {n: h for r in sorted(s.raws.values(), key=lambda r: (r.at, r.id)) for n, h in s.bound[r.id]}
+        again = changed is None or names != s.names
+        s.frames = {r.id: (reader.read(r.text, r.terms, names) if again or r.id in changed or r.id not in s.frames
+                           else s.frames[r.id]) for r in s.raws.values()}
+        s.names = names
+        s.bound = {k: v for k, v in s.bound.items() if k in s.raws}
+        recalls = self.recall_counts(space)
+        entries = [Entry(r.id, r.hint, r.line, estimate_tokens(r.line), r.at, r.active, r.importance,
+                         max(0, s.claims.get(r.id, 1) - 1), s.frames[r.id], r.never, recalls.get(r.id, 0), r.layer)
+                   for r in s.raws.values()]
+        s.book = Book.build(entries, cfg.gateway.profile, s.linked)
+
+    def _reader(self, cfg: Config) -> FrameReader:
+        reader = self._readers.get(cfg.version)
+        if reader is None:
+            reader = self._readers[cfg.version] = FrameReader(cfg.gateway.profile)
+        return reader
+
+
+__all__ = ["ProfileCache"]

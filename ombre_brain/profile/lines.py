@@ -1,0 +1,57 @@
+"""A profile line: the sentence of a memory that states its fact, in the user's own words.
+
+The write decision keeps a whole message ("救命，今天被主管骂惨了，一个标题改了八遍…"), and a profile shows every
+stable memory on every turn: it must show the fact, not the whole ramble. The line is the memory's ``summary`` when
+its writer chose one (the write decision chooses it when it writes, docs/design.md §7.4), else its main text when
+short enough, else the sentence that says the most (not a question, not a bare exclamation), cut at a clause
+boundary. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from ..buckets import CONTEXT_ONLY_SECTIONS, Bucket, parse_sections
+from ..text import CJK_RE, split_sentences
+
+NOT_THE_FACT = CONTEXT_ONLY_SECTIONS | {"context"}  # what rides beside the user's words: never the line
+_CLAUSE_END = "，,、；;：:"
+_QUESTION = re.compile(r"[?？]\s*$|[吗嘛呢吧]\s*[。.!！]?\s*$")
+
+
+def source_text(bucket: Bucket) -> str:
+    """The user's words of a memory: its summary, else its body without context, comments or anchors, else its
+    title; on one line."""
+    text = bucket.summary or "\n".join(s.text for s in parse_sections(bucket.body) if s.name not in NOT_THE_FACT)
+    return " ".join((text.strip() or bucket.title).split())
+
+
+def profile_line(bucket: Bucket, max_chars: int, weight: Callable[[str], int] = lambda s: 0) -> str:
+    """The line the profile shows for a memory (at most ``max_chars`` characters, ``…`` where it was cut).
+    ``weight`` says how plainly a sentence states a fact (the frame reader's cues: an attribute, a holder)."""
+    text = source_text(bucket)
+    if len(text) <= max_chars:
+        return text
+    sentences = [s.strip() for s in split_sentences(text) if s.strip()]
+    best = max(sentences, key=lambda s: _says(s, weight), default=text)
+    return best if len(best) <= max_chars else _cut(best, max_chars)
+
+
+def _says(sentence: str, weight: Callable[[str], int]) -> tuple[int, int, int]:
+    """How much a sentence says, for choosing the line: a statement before a question, then how plainly it states
+    a fact, then its content length (up to a point: a long sentence is no better than a full one)."""
+    content = len(CJK_RE.findall(sentence)) + len(re.findall(r"[A-Za-z]+", sentence)) * 2
+    return (0 if _QUESTION.search(sentence) else 1, weight(sentence), min(content, 24))
+
+
+def _cut(text: str, max_chars: int) -> str:
+    """At the last clause boundary within ``max_chars`` (past its first half), else hard; with ``…``."""
+    limit = max_chars - 1
+    for i in range(limit, limit // 2, -1):
+        if text[i - 1] in _CLAUSE_END or (text[i - 1] == " " and not CJK_RE.search(text[i - 2: i])):
+            return text[: i - 1].rstrip() + "…"
+    return text[:limit].rstrip() + "…"
+
+
+__all__ = ["NOT_THE_FACT", "profile_line", "source_text"]

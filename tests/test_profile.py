@@ -1,0 +1,204 @@
+"""The profile (design §24): who the user is and how to be with them, in every turn, within its own budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from ombre_brain import Brain
+from ombre_brain.config import load_config
+from ombre_brain.errors import ConfigError
+from ombre_brain.profile.frames import FrameReader, Line, supersessions
+
+SPACE = "haven:yu"
+DAY1 = "2026-03-02T21:00:00+08:00"
+DAY2 = "2026-03-20T21:00:00+08:00"
+LATER = "2026-06-01T21:{:02d}:00+08:00"
+
+
+def fact(brain, bid, text, when=DAY1, layer="stable_boundary", **extra):
+    subject = "relationship" if layer == "relationship_lesson" else "user"
+    return brain.write(SPACE, id=bid, title=text[:12], body=text, created=when, memory_layer=layer,
+                       memory_subject=subject, **extra)
+
+
+def profile_ids(turn) -> list[str]:
+    sec = turn.section("profile")
+    return [i.bucket_id for i in sec.items] if sec else []
+
+
+def in_front(turn) -> list[str]:
+    """The profile's lines and the lines it moved into Recalled Memory whole (the message is about them)."""
+    return profile_ids(turn) + [b for b, where in turn.debug["profile"].moved.items() if where == "recalled_memory"
+                                and b in turn.item_ids("recalled_memory")]
+
+
+@pytest.fixture
+def yu(tmp_path):
+    with Brain.open(tmp_path / "data", {"identity": {"ai_name": "星星", "user_name": "阿柚"}}) as b:
+        yield b
+
+
+def test_the_dogs_name_in_a_later_session_and_two_turns_after_it_was_recalled(yu):
+    fact(yu, "dog", "我家狗叫可乐，柯基，五岁了")
+    fact(yu, "job", "我在杭州做UI设计")
+    later = yu.turn(SPACE, "s2", "我家狗叫啥来着", DAY2)
+    assert "dog" in in_front(later) and "可乐" in later.rendered
+    assert "UNKNOWN" not in later.rendered
+    first = yu.turn(SPACE, "s3", "What's my dog's name?", LATER.format(0))
+    ctx = [{"role": "user", "content": "What's my dog's name?"}, {"role": "assistant", "content": "可乐!"}]
+    yu.turn(SPACE, "s3", "ok and what's the weather like where you are", LATER.format(1), context=ctx)
+    ctx += [{"role": "user", "content": "ok and what's the weather like where you are"},
+            {"role": "assistant", "content": "Sunny in here."}]
+    again = yu.turn(SPACE, "s3", "What's my dog's name?", LATER.format(2), context=ctx)
+    assert "可乐" in first.rendered and "可乐" in again.rendered  # a cooldown never hides the answer
+    assert "UNKNOWN" not in again.rendered
+
+
+def test_an_allergy_is_in_front_of_the_model_when_dessert_comes_up(yu):
+    fact(yu, "mango", "我对芒果过敏，吃一口嘴就肿")
+    fact(yu, "sister", "我妹妹在成都读大学")
+    turn = yu.turn(SPACE, "s", "同事说下午请大家吃芒果千层", DAY2)
+    assert "mango" in in_front(turn) and "过敏" in turn.rendered
+    quiet = yu.turn(SPACE, "s2", "今天好冷", DAY2)  # said nothing about it: still there, as its line
+    line = next(i for i in quiet.section("profile").items if i.bucket_id == "mango")
+    assert line.runtime_gate["profile"]["allowed"] is True and line.runtime_gate["section"] == "profile"
+
+
+def test_a_changed_job_shows_only_the_new_one_and_the_old_stays_as_history(yu):
+    fact(yu, "old_job", "我在阿里上班，做运营", when=DAY1)
+    fact(yu, "new_job", "我跳槽了，现在在一家游戏公司做策划", when=DAY2)
+    turn = yu.turn(SPACE, "s", "我最近有点累", LATER.format(0))
+    assert "new_job" in profile_ids(turn) and "old_job" not in profile_ids(turn)
+    view = turn.debug["profile"].to_dict()
+    old = next(e for e in view["entries"] if e["id"] == "old_job")
+    assert (old["reason"], old["superseded_by"]) == ("profile_superseded", "new_job")
+    asked = yu.turn(SPACE, "s2", "我以前在哪家公司上班来着", LATER.format(5))
+    shown = [i for s in asked.sections for i in s.items if i.bucket_id == "old_job"]
+    assert not shown or all(i.extra.get("superseded_by") == "new_job" and i.text.startswith("(earlier")
+                            for i in shown)
+
+
+def test_a_purge_removes_a_line_at_once(yu):
+    fact(yu, "dog", "我家狗叫可乐，柯基，五岁了")
+    fact(yu, "city", "我住在杭州西湖区")
+    assert "dog" in profile_ids(yu.turn(SPACE, "s", "嗯嗯", DAY2))
+    yu.purge(SPACE, bucket_ids=["dog"])
+    turn = yu.turn(SPACE, "s", "嗯嗯", DAY2)
+    assert profile_ids(turn) == ["city"] and "可乐" not in turn.rendered
+
+
+def test_dont_surface_sensitive_anchors_and_letters_never_appear(yu):
+    fact(yu, "quiet", "我小时候被狗咬过，不想再提", dont_surface=True)
+    fact(yu, "secret", "我在看心理医生", tags=["sensitive"])
+    fact(yu, "coord", "我的生日是七月七号", anchor=True)
+    fact(yu, "ok", "我在杭州做UI设计")
+    yu.letters.write(SPACE, side="companion", content="给阿柚的信：你做UI设计真的很棒", lock_type="permanent")
+    turn = yu.turn(SPACE, "s", "今天好累", DAY2)
+    assert profile_ids(turn) == ["ok"]
+    reasons = {e["id"]: e["reason"] for e in turn.debug["profile"].to_dict()["entries"]}
+    assert reasons["quiet"] == "dont_surface" and reasons["secret"] == "sensitive_unasked"
+    assert reasons["coord"] == "anchor_only_when_asked"
+    assert "给阿柚的信" not in turn.rendered
+
+
+def test_a_rule_guess_is_not_a_profile_line(yu):
+    yu.write(SPACE, id="guess", title="习惯", body="我每天早上都喝一杯豆浆")  # no writer hint: the rule's cue words
+    assert yu.get(SPACE, "guess").memory_classification_source == "rule"
+    assert profile_ids(yu.turn(SPACE, "s", "早", DAY2)) == []
+
+
+def test_a_lived_in_store_shows_the_lines_that_matter_now_within_the_budget(tmp_path):
+    cfg = {"gateway": {"budgets": {"profile": 60}, "profile": {"max_lines": 5}}}
+    with Brain.open(tmp_path / "data", cfg) as b:
+        for i in range(30):
+            b.write(SPACE, id=f"f{i}", title=f"习惯{i}", body=f"我每周{i % 7 + 1}去一次第{i}号健身房锻炼",
+                    memory_layer="stable_boundary", memory_subject="user", created=DAY1)
+        b.write(SPACE, id="parrot", title="鹦鹉", body="我家的鹦鹉叫阿绿，会说你好", memory_layer="stable_boundary",
+                memory_subject="user", created=DAY1)
+        turn = b.turn(SPACE, "s", "阿绿今天又学会一句话", DAY2)
+        view = turn.debug["profile"].to_dict()
+        assert view["chose"] and view["tokens"] <= 60 and len(profile_ids(turn)) <= 5
+        assert "parrot" in in_front(turn)  # the turn's own search says what matters now
+        other = b.turn(SPACE, "s2", "第17号健身房今天人好多", DAY2)
+        assert "f17" in in_front(other)
+        cut = [e for e in view["entries"] if e["reason"] == "profile_budget_cut"]
+        assert cut and all(isinstance(e["score"], float) for e in cut)
+
+
+def test_the_profile_is_off_with_a_budget_of_zero(tmp_path):
+    with Brain.open(tmp_path / "data", {"gateway": {"budgets": {"profile": 0}}}) as b:
+        b.write(SPACE, id="dog", title="狗", body="我家狗叫可乐", memory_layer="stable_boundary", memory_subject="user")
+        assert b.turn(SPACE, "s", "嗯嗯").section("profile") is None
+
+
+def test_config_check_names_a_bad_profile_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"gateway\.profile\.hints\.0"):
+        load_config({"gateway": {"profile": {"hints": ["favourite"]}}})
+    with pytest.raises(ConfigError, match=r"gateway\.profile\.weights\.similarity"):
+        load_config({"gateway": {"profile": {"weights": {"similarity": "high"}}}})
+
+
+# ---------------------------------------------------------------- frames (pure)
+
+@pytest.fixture(scope="module")
+def reader():
+    return FrameReader(load_config().gateway.profile)
+
+
+def frames(reader, texts):
+    names = {n: h for t in texts for n, h in reader.bindings(t)}
+    return [Line(str(i), f"2026-0{i + 1}-01", reader.read(t, t.replace("，", " ").split(), names))
+            for i, t in enumerate(texts)]
+
+
+def test_a_name_binds_to_its_holder_and_later_lines_about_it(reader):
+    assert dict(reader.bindings("我家狗叫可乐，柯基")) == {"可乐": "dog"}
+    assert dict(reader.bindings("and my cat Mothball is fourteen")) == {"Mothball": "cat"}
+    assert reader.read("可乐六岁了", [], {"可乐": "dog"}).holder == "dog"
+    assert reader.read("I live in Leeds with my flatmate Yusuf", [], {"Yusuf": "flatmate"}).holder == "self"
+    assert reader.read("我妈在医院当护士", [], {}).holder == "mother"
+
+
+@pytest.mark.parametrize("old,new,rule", [
+    ("我在阿里上班，做运营", "我跳槽了，现在在一家游戏公司上班", "same_attribute"),
+    ("and my cat Mothball. she's fourteen", "Mothball turned fifteen yesterday", "same_attribute"),
+    ("my cat is called Miso", "Miso passed away last week", "holder_ended"),
+])
+def test_a_newer_line_supersedes_an_older_one(reader, old, new, rule):
+    got = supersessions(frames(reader, [old, new]), ["alive"], ["boss", "partner"])
+    assert got == {"0": ("1", rule)}
+
+
+@pytest.mark.parametrize("old,new", [
+    ("我表姐在杭州当小学老师", "我表哥在深圳上班"),                  # another holder
+    ("我对芒果过敏", "我现在每天跑步五公里"),                          # a change, but of another thing
+    ("she lives in Madison so i'll see the baby", "I live in Leeds now"),  # whose, the older does not say
+])
+def test_a_newer_line_about_something_else_supersedes_nothing(reader, old, new):
+    assert supersessions(frames(reader, [old, new]), ["alive"], ["boss", "partner"]) == {}
+
+
+def test_through_the_proxy_the_profile_reaches_the_model_and_is_never_remembered_as_the_user(tmp_path, standin,
+                                                                                               monkeypatch):
+    import httpx
+
+    from .conftest import LiveServer
+
+    monkeypatch.setenv("STANDIN_API_KEY", "k")
+    cfg = {"server": {"default_space": SPACE}, "upstream": {"base_url": standin.url, "api_key_env": "STANDIN_API_KEY",
+                                                              "timeout_s": 5, "retries": 0}}
+    with Brain.open(tmp_path / "data", cfg) as b:
+        fact(b, "dog", "我家狗叫可乐，柯基，五岁了")
+        fact(b, "lesson", "我难过的时候你别讲道理，陪着我就好", layer="relationship_lesson")
+        server = LiveServer(b)
+        try:
+            with httpx.Client(base_url=server.url, timeout=30) as c:
+                r = c.post("/v1/chat/completions", json={"model": "m", "messages": [
+                    {"role": "user", "content": "今天好难过"}]}, headers={"X-Ombre-Session-Id": "p1"})
+        finally:
+            server.close()
+    assert r.status_code == 200, r.text
+    sent = standin.chat_requests()[-1]["body"]["messages"]
+    memory = next(m["content"] for m in sent if m["role"] == "system")
+    assert "## Profile" in memory and "可乐" in memory and "别讲道理" in memory
+    assert sent[-1] == {"role": "user", "content": "今天好难过"}
