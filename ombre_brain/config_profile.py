@@ -30,6 +30,15 @@ class ProfileWeights:
 
 
 @dataclass(frozen=True)
+class SupersedeConfig:
+    """The changed-fact model (profile/supersede.py): ``id`` null leaves it to the frame rules alone."""
+
+    id: str | None = None
+    path: str | None = None  # a directory of fitted models (fit-supersede --out); None: the package's
+    threshold: float | None = field(default=None, metadata=_rng(0, 1))  # None: the model card's
+
+
+@dataclass(frozen=True)
 class ProfileConfig:
     """Who the user is and how to be with them, always in front of the model (docs/design.md §24)."""
 
@@ -45,6 +54,7 @@ class ProfileConfig:
     recall_evidence: float = field(default=0.0, metadata=_rng(0, 1.01))
     recall_coverage: float = field(default=0.0, metadata=_rng(0, 1.01))
     weights: ProfileWeights = ProfileWeights()
+    supersede: SupersedeConfig = SupersedeConfig()
     # Changed facts (profile/frames.py): a newer line that states the same exclusive attribute of the same holder,
     # or says it changed something an older line says, supersedes the older one.
     holders: dict[str, tuple[str, ...]] = field(default_factory=dict)     # holder -> its words (妈妈, mom, 狗, dog)
@@ -57,4 +67,4 @@ class ProfileConfig:
     change_cues: tuple[str, ...] = ()   # words that say something changed (现在, 不再, 搬到, no longer, quit, actually)
 
 
-__all__ = ["HINT_SOURCES", "PROFILE_HINTS", "ProfileConfig", "ProfileWeights"]
+__all__ = ["HINT_SOURCES", "PROFILE_HINTS", "ProfileConfig", "ProfileWeights", "SupersedeConfig"]

@@ -515,6 +515,8 @@ def _all_reasons(cfg) -> set[str]:
                     for ev in (True, False):
                         seen.add(G.recent_context_gate(p, b, d, st, c, has_topic_evidence=ev).reason)
                         seen.add(G.recent_context_gate(p, b, d, st, c, has_topic_evidence=ev, carried=True).reason)
+                        seen.add(G.recent_context_gate(p, b, d, st, c, has_topic_evidence=ev, carried=True,
+                                                       asked_again=True).reason)
                     seen.add(G.weather_gate(p, b, d, st, c).reason)
                     seen.add(G.cooldown_gate(p, b.id, d, st, c).reason)
                     for stage in ("direct", "related", "recent", "favorite", "dream"):  # the registered entry's
@@ -523,6 +525,33 @@ def _all_reasons(cfg) -> set[str]:
                     if anchored is not None:
                         seen.add(anchored.reason)
                     seen.add(G.favorite_gate(p, st, c).reason)
+                    shown = GATES["profile"].fn(GateInput("direct", p, st, c, b, d, in_profile=True))
+                    seen.add(shown.reason)
+    return seen | _profile_reasons(cfg)
+
+
+def _profile_reasons(cfg) -> set[str]:
+    """Every verdict a profile line can get: shown (all fit, or chosen), cut by the budget, superseded, never in,
+    and moved whole into Recalled Memory."""
+    from ombre_brain.profile.book import Book, Entry
+    from ombre_brain.profile.frames import FrameReader
+    from ombre_brain.turn.profile import ProfileView
+
+    reader = FrameReader(cfg.gateway.profile)
+
+    def entry(bid, text, at, never=None):
+        return Entry(bid, "stable_boundary", text, 10, at, at, 5, 0, reader.read(text, text.split(), {}), never)
+
+    book = Book.build([entry("old", "我在阿里上班", "2026-01-01"), entry("new", "我跳槽了，现在在腾讯上班", "2026-02-01"),
+                       entry("dog", "我家狗叫可乐", "2026-01-02"), entry("q", "不想提", "2026-01-03", "dont_surface"),
+                       entry("s", "秘密", "2026-01-03", "sensitive_unasked"),
+                       entry("a", "坐标", "2026-01-03", "anchor_only_when_asked")], cfg.gateway.profile)
+    seen = set()
+    for budget in (1000, 10):
+        sel = book.select(cfg.gateway.profile, budget, NOW, {})
+        seen |= {v.reason for v in sel.verdicts().values()}
+    view = ProfileView(book, book.select(cfg.gateway.profile, 1000, NOW, {}), [], {"dog": "recalled_memory"})
+    seen |= {e["reason"] for e in view.to_dict()["entries"]}
     return seen
 
 
@@ -535,7 +564,7 @@ def test_every_reason_code_is_reachable_and_documented(cfg):
     assert not undocumented
     # codes of the other stages (caps, dreams, budget, debug views, admission) are checked in test_reasons.py
     per_item = {c for c in REASONS
-                if not c.startswith(("dream_", "budget_", "below_", "admitted_", "term_in_", "evidence_"))
+                if not c.startswith(("dream_", "budget_", "below_", "admitted_", "term_in_", "evidence_", "reader_"))
                 and c not in ("not_a_candidate", "no_query", "selected", "not_selected", "not_evaluated")}
     assert per_item <= seen, per_item - seen
     assert any(r.startswith("admitted_") for r in seen)

@@ -157,6 +157,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=writing.cmd_fit_reader)
 
+    p = sub.add_parser("fit-supersede", help="fit the profile's changed-fact model on authored stores")
+    _common(p, data=False)
+    p.add_argument("--data", action="append", required=True, metavar="FILE",
+                   help="stores of facts that changed (training/supersede/*.yaml, training/read/*.yaml); repeatable")
+    p.add_argument("--out", metavar="DIR", help="where to write <id>.npz and <id>.json (default: the package's "
+                   "ombre_brain/profile/models, where gateway.profile.supersede.id is looked up)")
+    p.add_argument("--id", default="sp-e5s-use3-1", help="the model id (default sp-e5s-use3-1)")
+    p.add_argument("--folds", type=int, default=5, help="cross-validation folds, grouped by store (default 5)")
+    p.add_argument("--dry-run", action="store_true", help="report the cross-validated figures, write nothing")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=writing.cmd_fit_supersede)
+
     p = sub.add_parser("fit-writer", help="fit the learned write decision on labelled exchanges and write its weights")
     _common(p, data=False)
     p.add_argument("--data", action="append", required=True, metavar="FILE",

@@ -1,9 +1,10 @@
-"""The learned models' commands: `fit-writer` (the write decision, on labelled exchanges) and `fit-reader` (the
-reader, on authored memory stores)."""
+"""The learned models' commands: `fit-writer` (the write decision, on labelled exchanges), `fit-reader` (the reader,
+on authored memory stores) and `fit-supersede` (the profile's changed-fact model, on stores of facts that changed)."""
 
 from __future__ import annotations
 
 from ..tools import fit_reader as reader
+from ..tools import fit_supersede as supersede
 from ..tools.fit_writer import default_out, fit_writer, format_fit
 from .recall import _require_files, _show
 
@@ -23,3 +24,10 @@ def cmd_fit_reader(args) -> int:
     res = reader.fit_reader(args.data, config=args.config, folds=args.folds, out=out, model_id=args.id,
                             rows_file=args.rows)
     return _show(res, args.json, reader.format_reader_fit)
+
+
+def cmd_fit_supersede(args) -> int:
+    _require_files(args.data)
+    out = None if args.dry_run else (args.out or supersede.default_out())
+    res = supersede.fit_supersede(args.data, config=args.config, folds=args.folds, out=out, model_id=args.id)
+    return _show(res, args.json, supersede.format_supersede_fit)

@@ -76,12 +76,17 @@ class Book:
     _arrays: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, entries: Sequence[Entry], cfg: ProfileConfig, linked: Mapping[str, str] | None = None) -> Book:
-        """``linked``: old id -> new id of the writer's own ``old_version`` edges (an update it linked)."""
+    def build(cls, entries: Sequence[Entry], cfg: ProfileConfig, linked: Mapping[str, str] | None = None,
+              learned: Mapping[str, tuple[str, str]] | None = None) -> Book:
+        """``linked``: old id -> new id of the writer's own ``old_version`` edges (an update it linked); ``learned``:
+        the changed-fact model's supersessions (profile/supersede.py), else the frame rules decide."""
         by_id = {e.id: e for e in entries}
-        lines = [Line(e.id, e.at, e.frame, "lesson" if e.hint == "relationship_lesson" else "fact")
-                 for e in entries if e.never is None]
-        sup = supersessions(lines, cfg.endings, cfg.exclusive_holders)
+        if learned is not None:
+            sup = dict(learned)
+        else:
+            lines = [Line(e.id, e.at, e.frame, "lesson" if e.hint == "relationship_lesson" else "fact")
+                     for e in entries if e.never is None]
+            sup = supersessions(lines, cfg.endings, cfg.exclusive_holders)
         for old, new in (linked or {}).items():
             if old in by_id and new in by_id and old not in sup:
                 sup[old] = (new, "linked_update")

@@ -13,18 +13,22 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..buckets import Bucket
+import numpy as np
+
+from ..buckets import Bucket, build_moments
 from ..config import Config
 from ..memory_layers import PROFILE_ROLE_HINTS, PROFILE_ROLE_SOURCES, infer_layer
 from ..recall_types import LayerDecision
 from ..retrieval.admission import sensitive
+from ..retrieval.second_opinion import memory_vector
 from ..turn.budget import estimate_tokens
 from .book import Book, Entry
-from .frames import Frame, FrameReader
+from .frames import Frame, FrameReader, Line, supersessions
 from .lines import profile_line, source_text
+from .supersede import Member, decide, load_supersede, pair_rows
 
 MEMBER_LAYERS = ("long_term_anchor", "dynamic_memory")  # pinned is Core Memory; archived, feel, kinds are not
 SPACES = 256  # spaces (times configs) kept; the least recently used goes first
@@ -44,6 +48,8 @@ class _Raw:
     importance: int
     never: str | None
     layer: LayerDecision
+    e5: np.ndarray | None = None   # the memory as a whole (mean of its content moments' stored vectors)
+    use: np.ndarray | None = None  # the same for the second opinion's
 
 
 @dataclass
@@ -67,6 +73,7 @@ class ProfileCache:
         self._lock = threading.Lock()
         self._spaces: OrderedDict[tuple[str, str], _Space] = OrderedDict()
         self._readers: dict[str, FrameReader] = {}
+        self.collect_vectors = False  # read members' vectors even with the changed-fact model off (fit-supersede)
 
     def book(self, space: str, cfg: Config, head: int | None = None) -> Book:
         """The space's book, current to change ``head`` (read from the store when not given)."""
@@ -77,17 +84,24 @@ class ProfileCache:
                 self._spaces.move_to_end(key)
         if got is not None and head is not None and got.seq >= head and got.book is not None:
             return got.book
-        seq, changed = self.store.changed_since(space, got.seq if got is not None else 0)
-        if got is not None and changed == [] and got.book is not None:
-            return got.book
-        fresh = self._read(space, cfg, seq) if got is None or changed is None else self._update(got, space, cfg, seq,
-                                                                                               changed)
+        if got is None:  # read the whole space, current to its number now
+            fresh = self._read(space, cfg, head if head is not None else self.store.change_head(space))
+        else:
+            seq, changed = self.store.changed_since(space, got.seq)
+            if changed == [] and got.book is not None:
+                return got.book
+            fresh = self._read(space, cfg, seq) if changed is None else self._update(got, space, cfg, seq, changed)
         with self._lock:
             self._spaces[key] = fresh
             self._spaces.move_to_end(key)
             while len(self._spaces) > SPACES:
                 self._spaces.popitem(last=False)
         return fresh.book
+
+    def inputs(self, space: str, cfg: Config) -> tuple[list[Member], np.ndarray, np.ndarray, dict]:
+        """What the changed-fact model reads of a space's members that may be shown, read afresh (fit-supersede)."""
+        s = self._read(space, cfg, self.store.change_head(space))
+        return self.members([r for r in s.raws.values() if r.never is None], s.frames, cfg.gateway.profile)
 
     def clear_cache(self) -> None:
         """A purge: every space is read again (nothing of a purged memory stays in memory)."""
@@ -112,7 +126,19 @@ class ProfileCache:
             text = source_text(b)  # its frame reads all it says: whose it is may be said before the line
             out[b.id] = _Raw(b.id, b.memory_layer or "", line, text, tuple(self.store.tokens(text)), b.created,
                              b.last_active or b.created, b.importance, never, decision)
+        if out and (cfg.gateway.profile.supersede.id is not None or self.collect_vectors):
+            self._vectors(space, [b for b in buckets if b.id in out], out)
         return out
+
+    def _vectors(self, space: str, buckets: list[Bucket], raws: dict[str, _Raw]) -> None:
+        """Each member's stored vectors as a whole (never an embedding: they were computed when it was written)."""
+        ids = {b.id: [m.id for m in build_moments(b) if not m.context_only] for b in buckets}
+        every = [m for ms in ids.values() for m in ms]
+        e5 = self.store.get_vectors(space, every)
+        use = self.store.second_vectors(space, every) if self.store.second is not None else {}
+        for bid, ms in ids.items():
+            raws[bid].e5 = memory_vector([np.asarray(e5[m], dtype=np.float32) for m in ms if m in e5])
+            raws[bid].use = memory_vector([np.asarray(use[m], dtype=np.float32) for m in ms if m in use])
 
     def _list(self, space: str, cfg: Config) -> list[Bucket]:
         pc = cfg.gateway.profile
@@ -163,7 +189,35 @@ class ProfileCache:
         entries = [Entry(r.id, r.hint, r.line, estimate_tokens(r.line), r.at, r.active, r.importance,
                          max(0, s.claims.get(r.id, 1) - 1), s.frames[r.id], r.never, recalls.get(r.id, 0), r.layer)
                    for r in s.raws.values()]
-        s.book = Book.build(entries, cfg.gateway.profile, s.linked)
+        s.book = Book.build(entries, cfg.gateway.profile, s.linked, self.learned(s.raws, s.frames, cfg))
+
+    def learned(self, raws: Mapping[str, _Raw], frames: Mapping[str, Frame], cfg: Config) -> dict | None:
+        """The changed-fact model's supersessions among the members that may be shown (None: it is off, or the
+        vectors it reads are missing, and the frame rules decide)."""
+        pc = cfg.gateway.profile
+        if pc.supersede.id is None:
+            return None
+        model = load_supersede(pc.supersede.id, pc.supersede.path)
+        shown = [r for r in raws.values() if r.never is None]
+        if any(r.e5 is None or r.use is None for r in shown):
+            return None
+        members, e5, use, rules = self.members(shown, frames, pc)
+        pairs, x = pair_rows(members, e5, use, rules, tuple(pc.attributes), pc.endings)
+        threshold = pc.supersede.threshold if pc.supersede.threshold is not None else model.threshold
+        return {old: (new, rule) for old, (new, rule, _p) in decide(members, pairs, model.predict(x),
+                                                                     threshold).items()}
+
+    @staticmethod
+    def members(raws: Sequence[_Raw], frames: Mapping[str, Frame], pc) -> tuple[list[Member], np.ndarray,
+                                                                                  np.ndarray, dict]:
+        """What the changed-fact model reads of members: their frames, vectors and the rules' verdicts."""
+        members = [Member(r.id, r.at, r.text, frames[r.id], "lesson" if r.hint == "relationship_lesson" else "fact",
+                          r.hint == "stable_boundary") for r in raws]
+        lines = [Line(m.id, m.at, m.frame, m.family) for m in members]
+        rules = supersessions(lines, pc.endings, pc.exclusive_holders)
+        e5 = np.stack([r.e5 for r in raws]) if raws else np.zeros((0, 1), np.float32)
+        use = np.stack([r.use for r in raws]) if raws else np.zeros((0, 1), np.float32)
+        return members, e5, use, rules
 
     def _reader(self, cfg: Config) -> FrameReader:
         reader = self._readers.get(cfg.version)

@@ -31,8 +31,11 @@ from .features import FEATURES
 LAYERS = ("stable_boundary", "relationship_lesson", "process_event", "short_state")
 EXTRA = ("cos_context", "layer_stable_boundary", "layer_relationship_lesson", "layer_process_event",
          "layer_short_state", "layer_other", "age_days_log", "memory_chars_log", "query_chars_log", "asks",
-         "anaphoric", "has_context", "fused_share", "fused_rank", "query_cjk", "memory_cjk")
-"""Scalars the reader reads beside the admission features (:func:`extra_scalars`)."""
+         "anaphoric", "has_context", "fused_share", "fused_rank", "query_cjk", "memory_cjk",
+         "holder_same", "holder_conflict", "asks_other_memory_self", "asks_self_memory_other", "attribute_shared",
+         "attribute_missing", "memory_changed")
+"""Scalars the reader reads beside the admission features (:func:`extra_scalars`); the last seven compare the two
+texts' frames (profile/frames.py): whose each is about, and what it states."""
 
 
 @dataclass(frozen=True)
@@ -52,12 +55,22 @@ def vector_block(v: PairVectors) -> np.ndarray:
 
 def extra_scalars(*, cos_context: float, layer: str | None, age_days: float, memory_chars: int, query_chars: int,
                   asks: bool, anaphoric: bool, has_context: bool, fused_share: float, fused_rank: int,
-                  query_cjk: bool, memory_cjk: bool) -> list[float]:
-    """The scalars of :data:`EXTRA`, in order."""
+                  query_cjk: bool, memory_cjk: bool, frames: Sequence[float]) -> list[float]:
+    """The scalars of :data:`EXTRA`, in order (``frames``: :func:`frame_pair`)."""
     return [cos_context, *(float(layer == name) for name in LAYERS), float(layer not in LAYERS),
             math.log1p(max(0.0, age_days)) / 7.0, math.log1p(memory_chars) / 7.0, math.log1p(query_chars) / 7.0,
             float(asks), float(anaphoric), float(has_context), fused_share, min(fused_rank, 20) / 20.0,
-            float(query_cjk), float(memory_cjk)]
+            float(query_cjk), float(memory_cjk), *frames]
+
+
+def frame_pair(q, m) -> list[float]:
+    """How the message's frame meets the memory's: the same holder (my sister, my sister), two different ones (my
+    brother, my sister: the near miss), one the user's and one someone else's, an attribute both state, one the
+    message asks that the memory does not, and whether the memory says something changed."""
+    people = lambda f: f.holder not in ("self", "other")  # noqa: E731
+    return [float(people(q) and q.holder == m.holder), float(people(q) and people(m) and q.holder != m.holder),
+            float(people(q) and m.holder == "self"), float(q.holder == "self" and people(m)),
+            float(bool(q.attributes & m.attributes)), float(bool(q.attributes - m.attributes)), float(m.changed)]
 
 
 def input_names(feature_names: Sequence[str], e5_dim: int, use_dim: int) -> list[str]:
@@ -75,11 +88,15 @@ def row(features: Mapping[str, float], feature_names: Sequence[str], extra: Sequ
 
 
 class ReaderModel:
-    """A fitted reader: standardisation, one hidden layer (ReLU), a logit, and its Platt scaling."""
+    """A fitted reader: the vector block projected on its principal components (fitted with it), the scalars beside
+    them standardised, one hidden layer (ReLU), a logit, and its Platt scaling."""
 
     def __init__(self, arrays: Mapping[str, np.ndarray], card: Mapping) -> None:
         self.card = dict(card)
         self.id = str(card["id"])
+        self.head = int(card["head"])  # the scalars (admission features and EXTRA) before the vector block
+        self.pca_mean = np.asarray(arrays["pca_mean"], dtype=np.float32)
+        self.pca = np.asarray(arrays["pca"], dtype=np.float32)  # (components, vector block)
         self.mean = np.asarray(arrays["mean"], dtype=np.float32)
         self.scale = np.asarray(arrays["scale"], dtype=np.float32)
         self.w1 = np.asarray(arrays["w1"], dtype=np.float32)
@@ -90,17 +107,18 @@ class ReaderModel:
         self.feature_names: tuple[str, ...] = tuple(card["features"])
         self.encoders: dict = dict(card.get("encoders", {}))
         self.thresholds: dict[str, float] = {k: float(v) for k, v in card.get("thresholds", {}).items()}
-        dims = (self.mean.shape[0], self.w1.shape[0])
+        dims = (self.mean.shape[0], self.w1.shape[0], self.head + self.pca.shape[0])
         if len(set(dims)) != 1:
             raise ConfigError(f"reader model {self.id}: inconsistent input sizes {dims}")
 
-    @property
-    def inputs(self) -> int:
-        return int(self.w1.shape[0])
+    def project(self, x: np.ndarray) -> np.ndarray:
+        """Rows as the network reads them: the scalars, then the vector block's principal components."""
+        x = np.atleast_2d(x).astype(np.float32)
+        return np.hstack([x[:, :self.head], (x[:, self.head:] - self.pca_mean) @ self.pca.T])
 
     def score(self, x: np.ndarray) -> np.ndarray:
         """The raw logit of each row (before Platt scaling)."""
-        z = (np.atleast_2d(x).astype(np.float32) - self.mean) / self.scale
+        z = (self.project(x) - self.mean) / self.scale
         h = np.maximum(z @ self.w1 + self.b1, 0.0)
         return h @ self.w2 + self.b2
 
@@ -112,8 +130,8 @@ class ReaderModel:
     def save(self, directory: str | Path) -> Path:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(directory / f"{self.id}.npz", mean=self.mean, scale=self.scale, w1=self.w1, b1=self.b1,
-                            w2=self.w2, b2=np.array([self.b2]))
+        np.savez_compressed(directory / f"{self.id}.npz", pca_mean=self.pca_mean, pca=self.pca, mean=self.mean,
+                            scale=self.scale, w1=self.w1, b1=self.b1, w2=self.w2, b2=np.array([self.b2]))
         (directory / f"{self.id}.json").write_text(json.dumps(self.card, ensure_ascii=False, indent=1) + "\n",
                                                    encoding="utf-8")
         return directory / f"{self.id}.npz"

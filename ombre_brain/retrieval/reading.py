@@ -16,12 +16,13 @@ from datetime import datetime
 import numpy as np
 
 from ..buckets import build_moments
+from ..profile.frames import FrameReader
 from ..recall_types import Candidate, QueryPlan
 from ..store.interfaces import Search
 from .asked import lexical_match
 from .candidates import conversation_vector
 from .features import candidate_features
-from .reader import PairVectors, ReaderModel, extra_scalars, load_reader, row
+from .reader import PairVectors, ReaderModel, extra_scalars, frame_pair, load_reader, row
 from .second_opinion import memory_vector
 
 log = logging.getLogger("ombre_brain")
@@ -47,7 +48,7 @@ def e5_wholes(store: Search, space: str, cands: Sequence[Candidate]) -> dict[str
 
 def reader_rows(store: Search, space: str, plan: QueryPlan, weighed: Sequence[Candidate], q, *, top_fused: float,
                 feature_names: Sequence[str], use_wholes: Callable[[Sequence], dict[str, np.ndarray]],
-                now: datetime | None) -> dict[str, np.ndarray]:
+                now: datetime | None, frames) -> dict[str, np.ndarray]:
     """The reader's input row of each weighed candidate (bucket id → row), from the admission's query evidence
     ``q``. ``use_wholes`` gives memories' USE vectors as wholes (the Admitter's, read with the candidates)."""
     if not weighed:
@@ -60,9 +61,13 @@ def reader_rows(store: Search, space: str, plan: QueryPlan, weighed: Sequence[Ca
     e5s = e5_wholes(store, space, weighed)
     uses = use_wholes([c.bucket for c in weighed]) if second is not None else {}
     zero_e5, zero_use = np.zeros_like(q_e5), np.zeros(len(q_use), dtype=np.float32)
+    q_tokens = store.tokens(query)
     out = {}
     for c in weighed:
         b = c.bucket
+        text = b.main_text or b.title
+        names = dict(frames.bindings(text))  # whose the memory is about, named in its own words ("my sister Anika")
+        pair = frame_pair(frames.read(query, q_tokens, names), frames.read(text, store.tokens(text), names))
         m_e5, m_use = e5s.get(b.id, zero_e5), uses.get(b.id, zero_use)
         _matched, _first, coverage = lexical_match(c, q.asked)
         feats = candidate_features(c, q, coverage, feature_names)
@@ -71,7 +76,7 @@ def reader_rows(store: Search, space: str, plan: QueryPlan, weighed: Sequence[Ca
                               memory_chars=len(b.main_text or b.title), query_chars=len(query),
                               asks=not plan.unasked, anaphoric=plan.anaphoric, has_context=bool(plan.topic),
                               fused_share=c.fused / top_fused if top_fused > 0 else 0.0, fused_rank=c.rank,
-                              query_cjk=plan.query_is_cjk, memory_cjk=bool(q.cjk.get(b.id)))
+                              query_cjk=plan.query_is_cjk, memory_cjk=bool(q.cjk.get(b.id)), frames=pair)
         out[b.id] = row(feats, feature_names, extra, PairVectors(q_e5, m_e5, np.asarray(q_use, np.float32), m_use))
     return out
 
@@ -85,6 +90,7 @@ class Reading:
         self.cfg = config
         self.use_wholes = use_wholes
         self._warned: set[str] = set()
+        self.frames = FrameReader(config.gateway.profile)
 
     def model(self) -> ReaderModel | None:
         rc = self.cfg.retrieval.reader
@@ -111,7 +117,7 @@ class Reading:
              now: datetime | None) -> dict[str, np.ndarray]:
         top = max((c.fused for c in found.candidates), default=0.0)
         return reader_rows(self.store, space, plan, weighed, q, top_fused=top, feature_names=feature_names,
-                           use_wholes=lambda buckets: self.use_wholes(space, buckets), now=now)
+                           use_wholes=lambda buckets: self.use_wholes(space, buckets), now=now, frames=self.frames)
 
     def read(self, m: ReaderModel, space: str, plan: QueryPlan, found, q, weighed: Sequence[Candidate],
              now: datetime | None) -> dict[str, float]:

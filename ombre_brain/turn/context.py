@@ -76,6 +76,7 @@ class TurnContext:
         self.profile_ids: frozenset[str] = frozenset()  # the lines the profile shows this turn (turn/profile.py)
         self.profile_answers: list[str] = []  # admitted candidates of a lookup that the profile shows: it answers
         self.profile_related: list[str] = []  # profile lines diffusion reached from this turn's direct hits
+        self.asked_again: list[str] = []  # admitted lookups a cooldown keeps out of Recalled Memory (turn/select.py)
         self.superseded: Mapping[str, tuple[str, str]] = {}  # old id -> (newer id, rule): history, not current
 
     def layer(self, bucket: Bucket) -> LayerDecision:

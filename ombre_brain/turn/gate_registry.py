@@ -54,6 +54,7 @@ class GateInput:
     in_favorite_card: bool = False
     carried: bool = False
     in_profile: bool = False  # the profile shows this memory's line this turn (turn/profile.py)
+    asked_again: bool = False  # a lookup admitted it, and only a cooldown keeps it out of Recalled Memory
 
 
 @dataclasses.dataclass(frozen=True)

@@ -67,13 +67,16 @@ GATES.register(GateSpec(
 GATES.register(GateSpec(
     "recent_context", frozenset({"recent", "carried"}), primary=frozenset({"recent", "carried"}),
     fn=lambda x: G.recent_context_gate(x.plan, x.bucket, x.layer, x.state, x.cfg,
-                                       has_topic_evidence=x.has_topic_evidence, carried=x.carried),
+                                       has_topic_evidence=x.has_topic_evidence, carried=x.carried,
+                                       asked_again=x.asked_again),
     doc="May this bucket appear in Recent Context? Dynamic memory only, unless asked explicitly; a memory recalled "
         "in the session's last rounds is carried while the conversation stays on it.",
     reasons={
         "carried_on_topic": "recalled in this session's last gateway.carry_rounds rounds, and the conversation is "
                             "still on it (the message points back or says one of its words): carried in compact form",
         "carried_off_topic": "recalled in this session's last rounds, but the conversation has moved on",
+        "asked_again": "the message asks for it again while a cooldown keeps it out of Recalled Memory: shown compact "
+                       "here, since a cooldown stops repeats, never an answer",
         "explicit_recent": "the query asks about recent times (最近, lately)",
         "reentry_after_idle": "the space's previous turn was at least recent_reentry_idle_hours ago",
         "recent_with_topic_evidence": "a recent dynamic memory that carries topic evidence itself",

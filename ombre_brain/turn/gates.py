@@ -198,15 +198,19 @@ def recent_trigger(plan: QueryPlan, state: SessionState, cfg: Config) -> GateRes
 
 
 def recent_context_gate(plan: QueryPlan, bucket: Bucket, decision: LayerDecision, state: SessionState,
-                        cfg: Config, *, has_topic_evidence: bool, carried: bool = False) -> GateResult:
+                        cfg: Config, *, has_topic_evidence: bool, carried: bool = False,
+                        asked_again: bool = False) -> GateResult:
     """May this bucket appear in Recent Context? Dynamic memory only, unless asked explicitly; a memory the session
-    recalled in its last rounds (``carried``) while the conversation is still on it (turn/carry.py)."""
+    recalled in its last rounds (``carried``) while the conversation is still on it (turn/carry.py); a memory a
+    lookup asks for again while a cooldown keeps it out of Recalled Memory (``asked_again``: a cooldown stops
+    repeats, never an answer)."""
     blocked = surface_block(bucket)
     if blocked:
         return blocked
     if carried:
-        on = on_topic(plan, bucket, dictionary=cfg.retrieval.dictionary)
-        return GateResult(True, "carried_on_topic") if on else GateResult(False, "carried_off_topic")
+        if on_topic(plan, bucket, dictionary=cfg.retrieval.dictionary):
+            return GateResult(True, "carried_on_topic")
+        return GateResult(True, "asked_again") if asked_again else GateResult(False, "carried_off_topic")
     layer = decision.layer
     if layer == "source_record":
         return GateResult(False, "source_record_never_injected")

@@ -29,8 +29,11 @@ def direct_stage(ctx: TurnContext, cands: Sequence[Candidate]) -> tuple[list[Dec
         if shown and c.admission.admitted and not plan.unasked:
             ctx.profile_answers.append(c.bucket.id)  # a lookup the profile answers: never UNKNOWN beside it
         if GATES.passes(gate, "direct"):
-            passed.append(Decided(c.bucket, d, gate, c.fused * GATES.weight(gate), candidate=c))
-        elif G.worth_listing(c):
+            passed.append(Decided(c.bucket, d, gate, _score(c) * GATES.weight(gate), candidate=c))
+            continue
+        if c.admission.admitted and not plan.unasked and block_reason(gate) == "skipped_recent_rounds":
+            ctx.asked_again.append(c.bucket.id)  # Recent Context shows it compact (turn/side.py)
+        if G.worth_listing(c):
             out.append(suppressed(None, bucket=c.bucket, layer=d, gate=gate))
         else:
             g = gate.decide("suppressed", None, block_reason(gate))
@@ -46,5 +49,14 @@ def direct_stage(ctx: TurnContext, cands: Sequence[Candidate]) -> tuple[list[Dec
             out.append(suppressed(x, reason=cut.reason))
     return keep, out
 
+
+def _score(c: Candidate) -> float:
+    """What orders the direct hits: the reader's probability where the reader judged the pair (Recalled Memory in the
+    reader's order, design §25), else the fused search score."""
+    adm = c.admission
+    return adm.evidence if adm.threshold_name in READER_BARS and adm.evidence is not None else c.fused
+
+
+READER_BARS = ("reader", "reader_unasked")
 
 __all__ = ["Decided", "direct_stage", "suppressed"]

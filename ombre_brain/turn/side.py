@@ -115,7 +115,8 @@ def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
 def carried(ctx: TurnContext, taken: set[str]) -> list[Decided]:
     """Memories the session recalled in its last rounds, while the conversation is still on them (turn/carry.py):
     first in Recent Context, ahead of what is merely new."""
-    ids = [b for b in ctx.carried if b not in taken]
+    asked = set(ctx.asked_again)
+    ids = [b for b in dict.fromkeys([*ctx.asked_again, *ctx.carried]) if b not in taken]
     if not ids:
         return []
     found = []
@@ -126,7 +127,7 @@ def carried(ctx: TurnContext, taken: set[str]) -> list[Decided]:
             continue
         d = ctx.layer(b)
         gate = GATES.evaluate(GateInput("carried", ctx.plan, ctx.state, ctx.cfg, b, d, carried=True,
-                                        in_profile=b.id in ctx.profile_ids))
+                                        in_profile=b.id in ctx.profile_ids, asked_again=bid in asked))
         if GATES.passes(gate, "carried"):
             found.append(Decided(b, d, gate, 2.0))
         else:
