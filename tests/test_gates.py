@@ -542,8 +542,10 @@ def _profile_reasons(cfg) -> set[str]:
     def entry(bid, text, at, never=None):
         return Entry(bid, "stable_boundary", text, 10, at, at, 5, 0, reader.read(text, text.split(), {}), never)
 
-    book = Book.build([entry("old", "我在阿里上班", "2026-01-01"), entry("new", "我跳槽了，现在在腾讯上班", "2026-02-01"),
-                       entry("dog", "我家狗叫可乐", "2026-01-02"), entry("q", "不想提", "2026-01-03", "dont_surface"),
+    book = Book.build([entry("old", "我在阿里上班", "2026-01-01"),
+                       entry("new", "我跳槽了，现在在腾讯上班", "2026-02-01"),
+                       entry("dog", "我家狗叫可乐", "2026-01-02"),
+                       entry("q", "不想提", "2026-01-03", "dont_surface"),
                        entry("s", "秘密", "2026-01-03", "sensitive_unasked"),
                        entry("a", "坐标", "2026-01-03", "anchor_only_when_asked")], cfg.gateway.profile)
     seen = set()
