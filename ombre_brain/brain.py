@@ -213,7 +213,9 @@ class Brain:
                                                                 given=given, one_text=one_text)]
 
     def _validated(self, data: dict, now: datetime | None) -> Bucket:
-        if not any(data.get(k) for k in ("memory_subject", "memory_layer")):
+        # A letter gets no hints from its words: they would describe a sealed letter's words to whoever reads its
+        # metadata (design §19).
+        if data.get("type") != "letter" and not any(data.get(k) for k in ("memory_subject", "memory_layer")):
             text = f"{data.get('title') or ''}\n{data.get('body') or ''}"
             if isinstance(data.get("title"), str) and isinstance(data.get("body", ""), str | None):
                 hints = hints_for(text, self.config.writer)

@@ -111,7 +111,7 @@ def breath_search(
             raise ValidationError(f"expected a date like 2026-03-14, got {quote(value)}", field=name)
     call.unused(SEARCH_UNUSED)
     brain = call.brain
-    exact = brain.get(space, query.strip()) if _ID.match(query.strip()) else None
+    exact = brain.get(space, query.strip()) if _ID.fullmatch(query.strip()) else None
     if exact is not None:  # Ombre-Brain answers a bucket id with that bucket, archived or not
         brief = bucket_brief(exact, call.config)
         text = (f"breath_search · space {space}: {quote(query)} is the id of a memory (layer {brief['layer']}"
