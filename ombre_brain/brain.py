@@ -42,7 +42,7 @@ from .retrieval.evidence import Admitter
 from .retrieval.lexical import init_jieba, tokenize
 from .retrieval.second_opinion import get_second_opinion
 from .store.bucket_store import BucketStore
-from .store.dirlock import DataDirLock
+from .store.dirlock import DataDirLock, stale_note
 from .timeutil import now_utc, parse_time
 from .turn.breath import breath_parts, lookup_parts
 from .turn.context import TurnParts
@@ -82,6 +82,10 @@ class Brain:
         # PostgreSQL ledger with a Chroma server is made for several.
         embedded = cfg.store.ledger.url is None or cfg.store.chroma.mode == "embedded"
         self._dir_lock = DataDirLock.acquire(self.path) if embedded else None
+        stale = self._dir_lock.stale if self._dir_lock is not None else None
+        self.lock_note = stale_note(stale) if stale else None  # `serve` and `doctor` say it; nothing to do
+        if self.lock_note:
+            log.warning("data directory lock: %s", self.lock_note)
         try:
             self._open(cfg)
         except BaseException:

@@ -38,6 +38,8 @@ def serve(brain: Brain, host: str, port: int, threads: int = 8) -> None:
     brain.admitter.admission_model(brain.admitter.model_key())  # load the models now; warn now if unfitted
     brain.admitter.prepare(freeze=True)  # the dictionary bridge, the reference, the tables: before any turn
     print(f"Ombre Brain serving on http://{host}:{server.effective_port}  (debug UI: /debug/)", flush=True)
+    if brain.lock_note:
+        print(f"Note: {brain.lock_note}.", flush=True)
     try:
         server.run()
     finally:
