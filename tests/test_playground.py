@@ -245,8 +245,6 @@ def test_a_long_replay_can_be_cancelled_between_turns(played):
 
 def test_scenarios_and_labelled_sets_are_scored_under_both_policies(played, tmp_path):
     cooldown = SCENARIOS / "07_cooldown_skips_recent_rounds.yaml"
-    if not cooldown.exists():
-        pytest.skip("the shared scenarios are not here")
     draft = parse_draft(draft_text(played, gateway__skip_recent_rounds=0), played.config)
     res = run_playground(scenario_source([cooldown], played.config, draft), played.config, draft)
     m = res["metric"]
