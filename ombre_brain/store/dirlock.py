@@ -112,11 +112,12 @@ class DataDirLock:
                 return cls(key)
             fds: list[int] = []
             try:
-                fds.append(_open_dir(path))
-                _flock(fds[0], path)  # the live lock: on the directory, which no one deletes from under us
+                if fcntl is not None:  # Windows opens no directory (and locks nothing, docs/deploy.md)
+                    fds.append(_open_dir(path))
+                    _flock(fds[0], path)  # the live lock: on the directory, which no one deletes from under us
                 previous = _read_info(path / LOCK_FILE)
                 fds.append(os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644))
-                _flock(fds[1], path)  # what an earlier version of this code locks
+                _flock(fds[-1], path)  # what an earlier version of this code locks
             except BaseException:
                 for fd in fds:
                     os.close(fd)
@@ -124,8 +125,8 @@ class DataDirLock:
             info = {"pid": os.getpid(), "host": socket.gethostname(),
                     "command": purpose or _command(),
                     "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-            _write(fds[1], info)
-            _held[key] = [fds[0], fds[1], 1, info]
+            _write(fds[-1], info)
+            _held[key] = [fds[0] if len(fds) == 2 else None, fds[-1], 1, info]
         stale = previous if previous is not None and previous.get("pid") and not previous.get("released") else None
         return cls(key, stale)
 
@@ -145,7 +146,8 @@ class DataDirLock:
                 except OSError:  # a full disk must not keep the lock: closing releases it all the same
                     pass
                 os.close(fd)
-                os.close(dfd)
+                if dfd is not None:
+                    os.close(dfd)
         self.key = ""
 
 
