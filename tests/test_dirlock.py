@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -152,9 +153,13 @@ def test_serve_says_when_it_took_over_a_killed_writers_lock(holder, tmp_path):
     proc.wait(30)
     config = tmp_path / "serve.yaml"
     config.write_text("{}\n", encoding="utf-8")
-    served = ServeProcess(data, config, tmp_path / "serve.log").wait()
+    served = ServeProcess(data, config, tmp_path / "serve.log")  # its note comes first: no need to wait for it all
     try:
-        log = (tmp_path / "serve.log").read_text(errors="replace")
+        deadline, log = time.time() + 120, ""
+        while time.time() < deadline and "Note:" not in log and served.proc.poll() is None:
+            time.sleep(0.2)
+            log = (tmp_path / "serve.log").read_text(errors="replace")
         assert f"process {proc.pid}" in log and "ended without releasing its lock" in log, log[-2000:]
+        assert "Nothing to do" in log
     finally:
         served.stop()

@@ -30,6 +30,8 @@ def serve(brain: Brain, host: str, port: int, threads: int = 8) -> None:
     from ..server.app import create_app  # Flask and the MCP SDK: ~1 s of imports only `serve` and `demo` need
     from ..server.wsgi import make_server
 
+    if brain.lock_note:  # said first: it answers the stale ombre.lock an operator may be looking at
+        print(f"Note: {brain.lock_note}.", flush=True)
     _check_bind(host, brain)
     app = create_app(brain)
     app.config["OMBRE_BIND_HOST"] = host  # /mcp's DNS-rebinding check allows loopback Host headers on loopback
@@ -38,8 +40,6 @@ def serve(brain: Brain, host: str, port: int, threads: int = 8) -> None:
     brain.admitter.admission_model(brain.admitter.model_key())  # load the models now; warn now if unfitted
     brain.admitter.prepare(freeze=True)  # the dictionary bridge, the reference, the tables: before any turn
     print(f"Ombre Brain serving on http://{host}:{server.effective_port}  (debug UI: /debug/)", flush=True)
-    if brain.lock_note:
-        print(f"Note: {brain.lock_note}.", flush=True)
     try:
         server.run()
     finally:
