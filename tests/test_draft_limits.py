@@ -155,12 +155,13 @@ def test_a_form_post_starts_no_replay(site):
 def test_a_thirty_thousand_cue_draft_is_refused_naming_the_list_and_its_line(site):
     text = many_cues(30_000)
     assert len(text.encode()) < 256 * 1024  # under the draft's size cap: the count is what refuses it
+    r = post(site, "/api/playground/check", {"space": SPACE, "policy": text})
+    assert r.json()["ok"] is False, r.text
+    err = r.json()["error"]
+    assert (err["key"], err["line"]) == ("cues.memory_lookup", 3), err
     from ombre_brain import config
 
     assert config.MAX_CUES == MAX_CUES
-    r = post(site, "/api/playground/check", {"space": SPACE, "policy": text})
-    err = r.json()["error"]
-    assert r.json()["ok"] is False and (err["key"], err["line"]) == ("cues.memory_lookup", 3), err
     assert f"at most {MAX_CUES}" in err["problem"]
     r = post(site, "/api/playground/replay", {"space": SPACE, "policy": text})
     assert r.status_code == 400 and r.json()["error"]["key"] == "cues.memory_lookup"
