@@ -43,7 +43,7 @@ from .retrieval.evidence import Admitter
 from .retrieval.lexical import init_jieba, tokenize
 from .retrieval.second_opinion import get_second_opinion
 from .store.bucket_store import BucketStore
-from .store.dirlock import DataDirLock
+from .store.dirlock import DataDirLock, stale_note
 from .timeutil import now_utc, parse_time
 from .turn.breath import breath_parts, lookup_parts
 from .turn.context import TurnParts
@@ -83,6 +83,10 @@ class Brain:
         # PostgreSQL ledger with a Chroma server is made for several.
         embedded = cfg.store.ledger.url is None or cfg.store.chroma.mode == "embedded"
         self._dir_lock = DataDirLock.acquire(self.path) if embedded else None
+        stale = self._dir_lock.stale if self._dir_lock is not None else None
+        self.lock_note = stale_note(stale) if stale else None  # `serve` and `doctor` say it; nothing to do
+        if self.lock_note:
+            log.warning("data directory lock: %s", self.lock_note)
         try:
             self._open(cfg)
         except BaseException:
@@ -215,7 +219,9 @@ class Brain:
                                                                 given=given, one_text=one_text)]
 
     def _validated(self, data: dict, now: datetime | None) -> Bucket:
-        if not any(data.get(k) for k in ("memory_subject", "memory_layer")):
+        # A letter gets no hints from its words: they would describe a sealed letter's words to whoever reads its
+        # metadata (design §19).
+        if data.get("type") != "letter" and not any(data.get(k) for k in ("memory_subject", "memory_layer")):
             text = f"{data.get('title') or ''}\n{data.get('body') or ''}"
             if isinstance(data.get("title"), str) and isinstance(data.get("body", ""), str | None):
                 hints = hints_for(text, self.config.writer)

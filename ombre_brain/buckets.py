@@ -26,6 +26,7 @@ from .fields import (
     MAX_COMMENT_CHARS,
     MAX_SUMMARY_CHARS,
     parse_bool,
+    tag_text,
     validate_id,
     validate_space,
     visible,
@@ -36,7 +37,7 @@ from .fields import list_field as _list
 from .fields import number as _number
 from .fields import text_field as _text
 from .kinds.fields import UNINDEXED_TYPES, validate_kind
-from .text import sentence_spans, split_sentences  # noqa: F401  (split_sentences re-exported)
+from .text import clean, sentence_spans, split_sentences  # noqa: F401  (split_sentences re-exported)
 from .timeutil import iso, now_utc, parse_time
 
 SECTION_NAMES = (
@@ -323,7 +324,7 @@ def _comment(c: Any, i: int, created: str) -> Comment:
     c_created = c.get("created")
     return Comment(author=author or "unknown",
                    created=iso(parse_time(c_created, f"comments[{i}].created")) if c_created else created,
-                   content=c["content"])
+                   content=clean(c["content"]))
 
 
 @dataclass(frozen=True)
@@ -367,10 +368,7 @@ def bucket_from_dict(data: Any, *, space: str | None = None, now: datetime | Non
         raise ValidationError("expected a list of strings", field="tags")
     if len(tags_raw) > limits.max_tags:
         raise ValidationError(f"has {len(tags_raw)} tags; the limit is {limits.max_tags}", field="tags")
-    for t in tags_raw:
-        if not visible(t) or len(t) > limits.max_tag_chars or "\x00" in t:
-            raise ValidationError(f"each tag must be 1-{limits.max_tag_chars} visible characters, got {t!r}",
-                                  field="tags")
+    tags = tuple(tag_text(t, limits.max_tag_chars) for t in tags_raw)  # clean, NFKC, stripped, visible
     times: dict[str, str | None] = {}
     for key in TIME_FIELDS:
         v = data.get(key)
@@ -404,7 +402,7 @@ def bucket_from_dict(data: Any, *, space: str | None = None, now: datetime | Non
     if source is not None and (not isinstance(source, str) or not source or len(source) > 512 or "\x00" in source):
         raise ValidationError("expected a source identity string of at most 512 characters (no NUL)", field="source")
     return Bucket(
-        id=bid, space=sp, title=title.strip(), body=body, summary=summary, tags=tuple(t.strip() for t in tags_raw),
+        id=bid, space=sp, title=title.strip(), body=body, summary=summary, tags=tags,
         type=btype,
         importance=_number(data, "importance", 5, 1, 10, integer=True),
         valence=_number(data, "valence", 0.5, 0, 1), arousal=_number(data, "arousal", 0.3, 0, 1),

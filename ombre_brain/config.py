@@ -185,6 +185,11 @@ class LayerPolicy:
 _POLICY_FIELDS = tuple(f.name for f in dataclasses.fields(LayerPolicy))
 
 
+MAX_CUES = 2000       # cue words in all the cue lists together (the defaults hold 321)
+MAX_CUE_CHARS = 100   # one cue word or phrase
+MAX_CUE_GAPS = 2      # wildcards (*) in one cue: each is a lazy gap its pattern may backtrack over
+
+
 @dataclass(frozen=True)
 class Cues:
     tone_only: tuple[str, ...] = ()
@@ -378,6 +383,25 @@ def _validate_semantics(cfg: Config) -> None:
             raise _Invalid(f"server.tokens.{i}.token_env", "expected the name of an environment variable")
     if cfg.mcp.grow.min_items > cfg.mcp.grow.max_items:
         raise _Invalid("mcp.grow.min_items", f"is above mcp.grow.max_items ({cfg.mcp.grow.max_items})")
+    _check_cues(cfg.cues)
+
+
+def _check_cues(cues: Cues) -> None:
+    """Cue lists are compiled into one pattern per cue and tried on every message: a policy (a playground draft
+    included) holds at most :data:`MAX_CUES` cues, each short and with few wildcards, so compiling stays well under
+    a second and no cue's pattern can backtrack for long."""
+    lists = {f.name: getattr(cues, f.name) for f in dataclasses.fields(cues)}
+    for name, words in lists.items():
+        for i, w in enumerate(words):
+            if len(w) > MAX_CUE_CHARS:
+                raise _Invalid(f"cues.{name}.{i}", f"a cue of {len(w)} characters; at most {MAX_CUE_CHARS}")
+            if w.count("*") > MAX_CUE_GAPS:
+                raise _Invalid(f"cues.{name}.{i}", f"a cue with {w.count('*')} wildcards (*); at most {MAX_CUE_GAPS}")
+    total = sum(len(words) for words in lists.values())
+    if total > MAX_CUES:
+        name = max(lists, key=lambda n: len(lists[n]))
+        raise _Invalid(f"cues.{name}", f"holds {len(lists[name])} cues, {total} in all the cue lists; all of them "
+                                       f"together may hold at most {MAX_CUES}")
 
 
 def _drop_replaced(merged: dict, over: Mapping) -> dict:

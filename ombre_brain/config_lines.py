@@ -25,8 +25,12 @@ def key_lines(text: str) -> dict[str, int]:
     except yaml.YAMLError:
         return {}
     out: dict[str, int] = {}
+    seen: set[int] = set()  # an alias is the very node it names: walked once, so nine levels of nine stay small
 
     def walk(node, prefix: str) -> None:
+        if id(node) in seen:
+            return
+        seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
             for key, value in node.value:
                 name = f"{prefix}.{key.value}" if prefix else str(key.value)

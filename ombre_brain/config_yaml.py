@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 import re
 import types
 import typing
@@ -54,8 +55,60 @@ _Loader.add_implicit_resolver(
 )
 
 
+MAX_NUMBER_CHARS = 40
+"""A number literal longer than this is refused with its line: no option needs one, and Python will not even
+convert an integer of 4,300 digits (a ValueError, not a YAML error, so it used to escape as a 500)."""
+
+
+def _bounded_number(construct):
+    def build(loader, node):
+        if len(str(node.value)) > MAX_NUMBER_CHARS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a number of {len(str(node.value))} characters; at most {MAX_NUMBER_CHARS} are accepted",
+                node.start_mark)
+        return construct(loader, node)
+    return build
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _bounded_number(yaml.constructor.SafeConstructor.construct_yaml_int))
+_Loader.add_constructor("tag:yaml.org,2002:float",
+                        _bounded_number(yaml.constructor.SafeConstructor.construct_yaml_float))
+
+
 def load_yaml_text(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+
+
+MAX_YAML_DEPTH = 32
+"""Config nests five levels at most; deeper YAML is refused with its line before anything recursive walks it."""
+
+
+def yaml_shape_error(text: str, name: str, *, aliases: bool = True) -> ConfigError | None:
+    """What makes a YAML text that parses unsafe to walk, as a ConfigError naming its line; None when nothing does.
+
+    Read from the parser's events, which never expand or construct anything, so this is linear in the text:
+
+    - nesting deeper than :data:`MAX_YAML_DEPTH` (the merge and the type check recurse, and Python's stack
+      is a thousand frames);
+    - with ``aliases=False``, any alias (``*name``). An alias repeats a node without copying it, so nine
+      levels of nine aliases ("billion laughs") are 300 bytes that load in microseconds and expand to 387
+      million values in whatever walks them. A policy draft from the network may not use one; a config file
+      the operator wrote may.
+    """
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):  # noqa: S506 - events only, nothing is constructed
+        if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                err = ConfigError(f"nests deeper than {MAX_YAML_DEPTH} levels; no option is nested that deep",
+                                  file=name, line=event.start_mark.line + 1)
+                return err
+        elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent) and not aliases:
+            return ConfigError(f"uses the YAML alias *{event.anchor}; a draft may not use aliases (write the value "
+                               "out where it is needed)", file=name, line=event.start_mark.line + 1)
+    return None
 
 
 def _read_yaml(path: Path) -> dict:
@@ -68,9 +121,14 @@ def _read_yaml(path: Path) -> dict:
     return parse_yaml_mapping(text, str(path))
 
 
-def parse_yaml_mapping(text: str, name: str) -> dict:
-    """A config text as a mapping, or a ConfigError naming ``name`` and the line of a syntax error."""
+def parse_yaml_mapping(text: str, name: str, *, aliases: bool = True) -> dict:
+    """A config text as a mapping, or a ConfigError naming ``name`` and the line of a syntax error.
+
+    ``aliases=False`` refuses YAML aliases (:func:`yaml_shape_error`): a text from the network."""
     try:
+        shape = yaml_shape_error(text, name, aliases=aliases)
+        if shape is not None:
+            raise shape
         data = load_yaml_text(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -183,6 +241,8 @@ def _convert(tp: Any, value: Any, key: str, meta: Mapping | None = None) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise _Invalid(key, f"expected a number, got {_show(value)}")
+        if not math.isfinite(value):
+            raise _Invalid(key, f"expected a finite number, got {value}")
         _check_range(float(value), key, meta)
         return float(value)
     if tp is str:

@@ -15,7 +15,7 @@ from .config import Cues
 from .text import CJK, fold_elongations, has_cjk
 from .text import fold as text_fold
 
-__all__ = ["CueSet", "collapse_sets", "cue_regex", "fold", "normalize"]
+__all__ = ["CueSet", "Normalizer", "collapse_sets", "cue_regex", "fold", "normalize", "normalizer"]
 
 _CJK_RUN_RE = re.compile(f"([{CJK}])\\1+")
 _CJK_UNIT_RE = re.compile(f"([{CJK}])([{CJK}])(?:\\1\\2)+")
@@ -75,10 +75,26 @@ def _strip_tail(text: str, particles: tuple[str, ...]) -> str:
             return text
 
 
+@dataclasses.dataclass(frozen=True)
+class Normalizer:
+    """:func:`normalize` for one cue config, its sets looked up once: compiling N cues normalises each of them,
+    and looking the sets up again per cue (hashing every cue list) made that quadratic in N."""
+
+    doubled: frozenset[str]
+    singles: frozenset[str]
+    particles: tuple[str, ...]
+
+    def __call__(self, text: str) -> str:
+        return _strip_tail(_collapse(_base(text), self.doubled, self.singles), self.particles)
+
+
+def normalizer(cues: Cues) -> Normalizer:
+    return Normalizer(*collapse_sets(cues))
+
+
 def normalize(text: str, cues: Cues) -> str:
     """The query as cues are matched against it: collapsed repeats, no trailing particles or punctuation."""
-    doubled, singles, particles = collapse_sets(cues)
-    return _strip_tail(_collapse(_base(text), doubled, singles), particles)
+    return normalizer(cues)(text)
 
 
 fold = fold_elongations  # cue matching is elongation-proof: goooood night matches "good night"
@@ -107,11 +123,13 @@ def cue_regex(cue: str, negation: bool = False) -> re.Pattern | None:
 class CueSet:
     """One cue list, compiled: patterns on the folded text, one-character CJK cues as whole tokens."""
 
-    def __init__(self, words: Iterable[str], cues: Cues, negation: bool = False) -> None:
+    def __init__(self, words: Iterable[str], cues: Cues, negation: bool = False,
+                 norm: Normalizer | None = None) -> None:
         self.patterns: list[tuple[str, re.Pattern]] = []
         chars = set()
+        norm = norm or normalizer(cues)
         for raw in words:
-            w = fold(normalize(raw, cues)) if "*" not in raw else fold(_base(raw))
+            w = fold(norm(raw)) if "*" not in raw else fold(_base(raw))
             if not w:
                 continue
             if len(w) == 1 and _is_cjk(w):

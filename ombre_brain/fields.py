@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import ValidationError
+from .text import clean
 
 MAX_SUMMARY_CHARS = 2000
 MAX_COMMENT_CHARS = 2000
@@ -108,6 +109,16 @@ def visible(text: str) -> bool:
     return any(not c.isspace() and unicodedata.category(c) not in ("Cf", "Cc", "Zs") for c in text)
 
 
+def tag_text(tag: str, max_chars: int) -> str:
+    """A tag as stored: :func:`~ombre_brain.text.clean`, then NFKC (a tag is a label compared with others, so
+    ａｉ_favorite and ai_favorite are one tag), stripped; one with nothing visible, too long or with a NUL is
+    refused."""
+    t = unicodedata.normalize("NFKC", clean(tag)).strip()
+    if not visible(t) or len(t) > max_chars or "\x00" in t:
+        raise ValidationError(f"each tag must be 1-{max_chars} visible characters, got {tag!r}", field="tags")
+    return t
+
+
 def text_field(data: Mapping, key: str, max_chars: int, required: bool = False) -> str | None:
     v = data.get(key)
     if v is None:
@@ -116,6 +127,7 @@ def text_field(data: Mapping, key: str, max_chars: int, required: bool = False) 
         return None
     if not isinstance(v, str):
         raise ValidationError(f"expected a string, got {type(v).__name__}", field=key)
+    v = clean(v)  # stored without zero-width characters, bidi controls or a BOM (text.clean)
     if required and not visible(v):
         raise ValidationError("must not be empty (or only spaces and invisible characters)", field=key)
     if len(v) > max_chars:
@@ -127,5 +139,5 @@ def text_field(data: Mapping, key: str, max_chars: int, required: bool = False) 
 
 __all__ = [
     "BOOLEAN_FORMS", "MAX_AUTHOR_CHARS", "MAX_COMMENT_CHARS", "MAX_SUMMARY_CHARS", "choice", "flag", "list_field",
-    "number", "parse_bool", "text_field", "validate_id", "validate_space", "visible",
+    "number", "parse_bool", "tag_text", "text_field", "validate_id", "validate_space", "visible",
 ]

@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 from .config import Config, Cues
-from .cues import CueSet, collapse_sets, cue_regex, fold, normalize
+from .cues import CueSet, cue_regex, fold, normalize, normalizer
 from .recall_types import QueryPlan
 from .text import fold as text_fold
 from .text import has_cjk, is_cjk_text
@@ -135,28 +135,29 @@ class RecallPolicy:
     def _prepare(self) -> None:
         """Compile cue lists once; needs the tokenizer to see which cues it splits."""
         cues = self.config.cues
-        self._sets = {name: CueSet(getattr(cues, name), cues) for name in _FLAG_LISTS}
+        norm = self._norm = normalizer(cues)  # the cue sets looked up once, not once per cue
+        self._sets = {name: CueSet(getattr(cues, name), cues, norm=norm) for name in _FLAG_LISTS}
         removable = []
         self._removable_chars: dict[str, str] = {}
         for kind in _REMOVABLE:
-            cue_set = CueSet(getattr(cues, kind), cues)
+            cue_set = CueSet(getattr(cues, kind), cues, norm=norm)
             removable += [(w, p, kind) for w, p in cue_set.patterns]
             for ch in cue_set.chars:
                 self._removable_chars.setdefault(ch, kind)
         self._removable = sorted(removable, key=lambda r: len(r[0]), reverse=True)
-        _, _, particles = collapse_sets(cues)
+        particles = norm.particles
         ident = self.config.identity
         self._ignorable = (self._stop | frozenset(particles)
                            | {fold(_base(ident.ai_name)), fold(_base(ident.user_name)),
                               _base(ident.ai_name), _base(ident.user_name)})
-        topical = {normalize(c, cues) for c in (*cues.conflict, *cues.repair)}
+        topical = {norm(c) for c in (*cues.conflict, *cues.repair)}
         masks: list[re.Pattern] = []
         drop: set[str] = set()
         for name in _TERM_FILTER_LISTS:
             for raw in getattr(cues, name):
-                if name == "explicit_old" and normalize(raw, cues) in topical:
+                if name == "explicit_old" and norm(raw) in topical:
                     continue
-                w = _base(raw) if "*" in raw else normalize(raw, cues)
+                w = _base(raw) if "*" in raw else norm(raw)
                 if not w:
                     continue
                 if "*" in w or (not _is_cjk(w) and " " in w) or (_is_cjk(w) and len(self._tokens(w)) > 1):
@@ -165,7 +166,7 @@ class RecallPolicy:
                         masks.append(pattern)
                 drop.update({w, fold(w)} if "*" not in w else {p.strip() for p in w.split("*") if p.strip()})
         self._masks = sorted(masks, key=lambda p: len(p.pattern), reverse=True)
-        address = {fold(normalize(c, cues)) for c in cues.address_after} - {""}
+        address = {fold(norm(c)) for c in cues.address_after} - {""}
         self._address = tuple(sorted(address, key=len, reverse=True))  # the longest first: "thank you" before "ty"
         self._drop = frozenset(drop)
         self._ready = True
@@ -173,7 +174,16 @@ class RecallPolicy:
     # ------------------------------------------------------------ planning
 
     def normalize(self, text: str) -> str:
-        return normalize(text, self.config.cues)
+        return self._norm(text) if self._ready else normalize(text, self.config.cues)
+
+    def prepare(self) -> RecallPolicy:
+        """Compile the cue lists now rather than on the first plan (a playground replay compiles its draft's
+        before its first turn, so the turn's time and a cancel are not held up by it); returns itself."""
+        if not self._ready:
+            with self._prepare_lock:
+                if not self._ready:
+                    self._prepare()
+        return self
 
     def clear_cache(self) -> None:
         """Forget cached plans (a purge: a cached query may quote what was forgotten)."""
@@ -202,12 +212,9 @@ class RecallPolicy:
         return plan
 
     def _plan(self, query: str) -> QueryPlan:
-        if not self._ready:
-            with self._prepare_lock:
-                if not self._ready:
-                    self._prepare()
+        self.prepare()
         text = query[:MAX_QUERY_CHARS]
-        normalized = normalize(text, self.config.cues)
+        normalized = self._norm(text)
         if not _alnum(normalized):
             return QueryPlan(query=query, normalized=normalized, skip_reason="empty")
         folded = fold(normalized)

@@ -8,9 +8,14 @@ Three character classes, on purpose different:
 - :data:`WIDE` -- CJK plus CJK and fullwidth punctuation, bopomofo and jamo: characters a BPE
   tokenizer spends about one token on, and that call for fullwidth separators.
 
-Folding comes in two strengths: :func:`normalize` (NFKC, lower case, straight apostrophes) is
-what the tokenizer and cue matcher see; :func:`fold` also collapses whitespace, for comparing
-short strings such as dream cues. :func:`sentence_spans` cuts text into sentence-aligned pieces of
+Folding comes in two strengths: :func:`normalize` (NFKC, lower case, straight apostrophes, no
+invisible characters) is what the tokenizer and cue matcher see; :func:`fold` also collapses
+whitespace, for comparing short strings such as dream cues. :func:`clean` is what a memory's text is
+stored as: canonical composition (NFC, which changes nothing a reader sees; NFKC would turn Chinese
+full-width punctuation into ASCII) without zero-width characters, bidi controls or a BOM, which are
+invisible, split a word for search and dedupe ("别\u200b记"), and can make a title display as
+something else (an RTL override). :func:`simplified` reads Traditional Chinese as Simplified (OpenCC's
+``t2s``), for the cue words of the write decision. :func:`sentence_spans` cuts text into sentence-aligned pieces of
 bounded length (bucket moments). Pure: no I/O.
 """
 
@@ -36,9 +41,16 @@ _FOLD_RUN_RE = re.compile(r"([a-z])\1+")
 _FOLD_UNIT_RE = re.compile(r"([a-z]{2})\1+")
 _SENTENCE_END_RE = re.compile(r"(?<=[。！？!?；;…])|(?<=[.](?=\s))")
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\uff07": "'"})
+ZERO_WIDTH = "\u200b\u2060\u2061\u2062\u2063\u2064\ufeff\u180e\u00ad"  # never seen, never needed in a memory
+BIDI_CONTROLS = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+JOINERS = "\u200c\u200d"  # ZWNJ and ZWJ: meaningful inside Persian or Indic words and emoji sequences only
+INVISIBLE = ZERO_WIDTH + BIDI_CONTROLS + JOINERS
+_INVISIBLE_RE = re.compile(f"[{INVISIBLE}]")
+_MATCH_TABLE = {**_QUOTES, **{ord(c): None for c in INVISIBLE}}  # one translate: straight quotes, nothing unseen
 
-__all__ = ["CJK", "CJK_RE", "HAN", "HAN_RE", "WIDE", "WIDE_RE", "canonical_json", "digest", "fold", "fold_elongations",
-           "has_cjk", "has_wide", "is_cjk_text", "message_text", "normalize", "sentence_spans", "split_sentences"]
+__all__ = ["BIDI_CONTROLS", "CJK", "CJK_RE", "HAN", "HAN_RE", "INVISIBLE", "JOINERS", "WIDE", "WIDE_RE", "ZERO_WIDTH",
+           "canonical_json", "clean", "digest", "fold", "fold_elongations", "has_cjk", "has_wide", "is_cjk_text",
+           "message_text", "normalize", "sentence_spans", "simplified", "split_sentences"]
 
 
 def has_cjk(text: str) -> bool:
@@ -63,8 +75,48 @@ def is_cjk_text(text: str) -> bool:
 
 
 def normalize(text: str) -> str:
-    """NFKC (full-width letters and digits become ASCII), lower case, straight apostrophes."""
-    return unicodedata.normalize("NFKC", text).translate(_QUOTES).lower()
+    """NFKC (full-width letters and digits become ASCII), lower case, straight apostrophes, no invisible
+    characters (:data:`INVISIBLE`): what every match reads."""
+    return unicodedata.normalize("NFKC", text).translate(_MATCH_TABLE).lower()
+
+
+def _emoji_part(ch: str) -> bool:
+    return unicodedata.category(ch) in ("So", "Sk") or ch == "\ufe0f"
+
+
+def _keeps(text: str, i: int) -> bool:
+    """Does the joiner at ``text[i]`` join something: ZWJ inside an emoji sequence (👩‍💻), ZWNJ between the
+    letters or marks of a script that writes with it (Persian, the Indic scripts)?"""
+    if i == 0 or i + 1 >= len(text):
+        return False
+    before, after = text[i - 1], text[i + 1]
+    if text[i] == "\u200d":
+        return _emoji_part(before) and _emoji_part(after)
+    return all(unicodedata.category(c)[0] in "LM" and not c.isascii() and not has_cjk(c) for c in (before, after))
+
+
+def clean(text: str) -> str:
+    """A memory's text as stored: NFC, without zero-width characters, bidi controls or a BOM (a joiner stays
+    where it joins, :func:`_keeps`). What a reader sees does not change."""
+    if _INVISIBLE_RE.search(text) is not None:
+        text = "".join(ch for i, ch in enumerate(text)
+                       if ch not in INVISIBLE or (ch in JOINERS and _keeps(text, i)))
+    return unicodedata.normalize("NFC", text)
+
+
+_T2S = None
+
+
+def simplified(text: str) -> str:
+    """Traditional Chinese read as Simplified (OpenCC ``t2s``: 別記這個 -> 别记这个); other text is unchanged."""
+    global _T2S
+    if not has_cjk(text):
+        return text
+    if _T2S is None:
+        import opencc  # a compiled converter with its dictionaries in the wheel: nothing is downloaded
+
+        _T2S = opencc.OpenCC("t2s")
+    return _T2S.convert(text)
 
 
 def fold(text: str) -> str:

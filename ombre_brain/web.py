@@ -63,6 +63,23 @@ def json_body() -> dict:
     return data
 
 
+def json_request() -> dict:
+    """:func:`json_body` for a route that changes state or spends work on the server's behalf, sent only as
+    ``application/json``.
+
+    A page on another site can make a browser POST a form (urlencoded, multipart or ``text/plain``) anywhere,
+    with no preflight, and with no token configured (the demo) nothing else stops it. ``application/json``
+    (like an ``Authorization`` header) needs a CORS preflight this server never answers, so such a post is
+    refused here before its body is read, whether or not tokens are configured.
+    """
+    current_scope()
+    if request.mimetype != "application/json":
+        got = request.mimetype or "no Content-Type"
+        raise ValidationError(f"send the body as application/json (got {got}): a form post, which another site "
+                              "can make a browser send, is refused here", code="bad_json")
+    return json_body()
+
+
 def _no_constant(name: str):
     raise json.JSONDecodeError(f"{name} is not valid JSON (numbers must be finite)", name, 0)
 

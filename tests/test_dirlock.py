@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -109,3 +110,56 @@ def test_brains_of_one_process_share_the_lock(tmp_path):
     finally:
         first.close()
     assert not holds(tmp_path / "data")
+
+
+# ---------------------------------------------------------------- issue 50, N13: the file is not the lock
+
+
+def test_deleting_the_lock_file_admits_no_second_writer(holder):
+    """The lock lives on the directory: a deleted ombre.lock, or one rewritten by hand, lets no second writer in."""
+    data, proc = holder
+    (data / LOCK_FILE).unlink()
+    done = cli("doctor", "--data", str(data))
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "open for writing" in done.stderr and "releases nothing" in done.stderr
+    (data / LOCK_FILE).write_text("{}", encoding="utf-8")  # a file made again, unlocked, naming nobody
+    with pytest.raises(DataDirInUseError):
+        Brain.open(data, {})
+    assert proc.poll() is None  # the writer never noticed
+
+
+def test_a_killed_writers_lock_is_named_and_taken_over_with_nothing_to_do(holder):
+    data, proc = holder
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    left = json.loads((data / LOCK_FILE).read_text())
+    assert left["pid"] == proc.pid and "released" not in left  # what a killed writer leaves: it invites a delete
+    done = cli("doctor", "--data", str(data))
+    assert done.returncode == 0, done.stderr
+    lock = next(line for line in done.stdout.splitlines() if line.startswith("lock:"))
+    assert lock.startswith("lock: taken over:") and f"process {proc.pid}" in lock, lock
+    assert "ended without releasing" in lock and "Nothing to do" in lock and "never to be deleted" in lock
+    assert json.loads((data / LOCK_FILE).read_text())["released"]  # doctor closed cleanly: released, named
+    again = cli("doctor", "--data", str(data))
+    lock = next(line for line in again.stdout.splitlines() if line.startswith("lock:"))
+    assert "no earlier writer left it unreleased" in lock and "taken over" not in lock, lock
+
+
+def test_serve_says_when_it_took_over_a_killed_writers_lock(holder, tmp_path):
+    from .conftest import ServeProcess
+
+    data, proc = holder
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    config = tmp_path / "serve.yaml"
+    config.write_text("{}\n", encoding="utf-8")
+    served = ServeProcess(data, config, tmp_path / "serve.log")  # its note comes first: no need to wait for it all
+    try:
+        deadline, log = time.time() + 120, ""
+        while time.time() < deadline and "Note:" not in log and served.proc.poll() is None:
+            time.sleep(0.2)
+            log = (tmp_path / "serve.log").read_text(errors="replace")
+        assert f"process {proc.pid}" in log and "ended without releasing its lock" in log, log[-2000:]
+        assert "Nothing to do" in log
+    finally:
+        served.stop()

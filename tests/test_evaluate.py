@@ -21,7 +21,7 @@ from ombre_brain.tools.evaluate import (
     score_locomo,
 )
 
-from .conftest import LOCOMO, ZH_RECALL
+from .conftest import LOCOMO, ZH_RECALL, needs_shared
 
 # ---------------------------------------------------------------- scores, by hand
 
@@ -93,18 +93,16 @@ def test_locomo_times_and_long_turns():
     assert short["title"] == "Mel: hi" and short["body"] == "" and short["id"] == "D1:2"
 
 
-@pytest.mark.skipif(not LOCOMO.is_dir(), reason="shared LoCoMo data not present")
 def test_shared_locomo_conversation_loads():
-    ds = load_locomo(LOCOMO / "26.json")
+    ds = load_locomo(needs_shared(LOCOMO / "26.json"))
     ids = {m.id for m in ds.memories}
     assert len(ds.memories) == 419 and all(set(q.wanted) <= ids for q in ds.questions)
     assert ("D1:1", "D1:2") in ds.links and not any(a.split(":")[0] != b.split(":")[0] for a, b in ds.links)
     assert {q.category for q in ds.questions} <= {1, 2, 3, 4, 5}
 
 
-@pytest.mark.skipif(not ZH_RECALL.is_file(), reason="shared Chinese recall set not present")
 def test_shared_recall_yaml_loads():
-    ds = load_recall_yaml(ZH_RECALL)
+    ds = load_recall_yaml(needs_shared(ZH_RECALL))
     assert len(ds.memories) == 40 and len(ds.questions) == 34
 
 

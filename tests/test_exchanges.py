@@ -91,3 +91,58 @@ def test_a_token_for_another_space_is_refused(tmp_path):
             assert not b.store.known_space(SPACE)
         finally:
             server.close()
+
+
+# ---------------------------------------------------------------- issue 50, N16: roles as documented, ids once
+
+
+@pytest.mark.parametrize("messages,field,words", [
+    ([{"role": "user", "content": "我对芒果过敏"}, {"role": "tool", "content": "我对芒果过敏"}], "messages[1].role",
+     "got 'tool'"),
+    ([{"role": "developer", "content": "记住所有事"}, *STATEMENT], "messages[0].role", "got 'developer'"),
+    ([{"role": "function", "content": "x"}, *STATEMENT], "messages[0].role", "got 'function'"),
+    ([*STATEMENT, {"role": "system", "content": "以上是用户说的"}], "messages", "the last message must be the user's"),
+])
+def test_the_route_takes_only_the_roles_its_error_names(brain, messages, field, words):
+    server = LiveServer(brain)
+    try:
+        r = httpx.post(f"{server.url}/v1/exchanges", timeout=60, json={
+            "space": SPACE, "session_id": "roles", "messages": messages, "reply": "记住了。", "now": NOW})
+        assert r.status_code == 400, r.text
+        message = r.json()["error"]["message"]
+        assert message.startswith(f"{field}:") and words in message, message
+        if field.endswith(".role"):
+            assert "user, assistant or system" in message
+        assert _count(brain) == 0
+    finally:
+        server.close()
+
+
+def test_the_proxy_passes_over_tool_messages_but_never_writes_a_tool_result_as_the_users(brain):
+    """A proxied conversation may hold tool calls; only a reply to the user's own last message is an exchange."""
+    gw = brain.gateway
+    assert gw.enqueue_exchange(SPACE, "p", [*STATEMENT, {"role": "tool", "content": "我对芒果过敏"}], "好的") is None
+    history = [{"role": "user", "content": "帮我查下天气"}, {"role": "tool", "content": "晴"},
+               {"role": "assistant", "content": "晴天"}, *STATEMENT]
+    assert gw.enqueue_exchange(SPACE, "p", history, "记住了。") is not None
+
+
+def test_two_drafts_that_land_on_one_memory_name_it_once(tmp_path):
+    from .conftest import StandInUpstream
+
+    standin = StandInUpstream()
+    same = {"title": "芒果过敏", "body": "小雨对芒果过敏，吃了会起疹子。"}
+    standin.extraction = {"user": {"layer": "stable_boundary", **same}, "relationship": dict(same)}
+    cfg = {"upstream": {"base_url": standin.url, "model": "m", "timeout_s": 10, "retries": 0},
+           "ingest": {"extractor": "llm"}}
+    with Brain.open(tmp_path / "d", cfg) as b:
+        server = LiveServer(b)
+        try:
+            r = httpx.post(f"{server.url}/v1/exchanges", timeout=60, json={
+                "space": SPACE, "session_id": "s", "messages": STATEMENT, "reply": "记住了。", "now": NOW})
+            assert r.status_code == 200, r.text
+            ids = r.json()["bucket_ids"]
+            assert len(ids) == 1 and b.store.count(SPACE) == 1, ids
+        finally:
+            server.close()
+            standin.close()

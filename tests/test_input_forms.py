@@ -147,3 +147,36 @@ def test_the_readme_lists_the_forms_each_field_accepts():
     for needle in ('`true`/`false`, `1`/`0`, `"true"`/`"false"`', "`tags`", "`comments`", "`summary`",
                    "max_given_items", "2–6", "refused"):
         assert needle in section, needle
+
+
+# ---------------------------------------------------------------- issue 50: booleans are not numbers
+
+
+@pytest.mark.parametrize("tool,args,field", [
+    ("dream", {"window_hours": True}, "window_hours"),
+    ("hold", {"content": "海边的傍晚", "importance": True}, "importance"),
+    ("hold", {"content": "海边的傍晚", "valence": False}, "valence"),
+    ("breath_search", {"query": "海边", "max_results": True}, "max_results"),
+    ("letter_read", {"limit": True}, "limit"),
+    ("plan", {"content": "周日给妈妈打电话", "weight": True}, "weight"),
+])
+def test_mcp_number_parameters_refuse_true_and_false(brain, tool, args, field):
+    before = len(brain.list(SPACE, limit=100)) if brain.store.known_space(SPACE) else 0
+    r = _tools(brain, lambda c: c.call_tool(tool, args))
+    message = _error(r)
+    assert field in message and "true and false are flags, not numbers" in message, message
+    after = len(brain.list(SPACE, limit=100)) if brain.store.known_space(SPACE) else 0
+    assert after == before  # nothing was written on a guess
+
+
+def test_mcp_flags_of_minus_one_zero_one_take_true_and_false(brain):
+    bid = brain.write(space=SPACE, title="海边", body="我们在海边捡贝壳。")
+
+    async def steps(client):
+        return (await client.call_tool("trace", {"bucket_id": bid, "pinned": True}),
+                await client.call_tool("trace", {"bucket_id": bid, "dont_surface": True}))
+
+    pinned, quiet = _tools(brain, steps)
+    assert not pinned.is_error and not quiet.is_error, (pinned.content[0].text, quiet.content[0].text)
+    got = brain.get(SPACE, bid)
+    assert got.pinned and "ombre:dont_surface" in got.tags  # trace archives it quietly (mcp/trace.py)

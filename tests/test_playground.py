@@ -245,8 +245,6 @@ def test_a_long_replay_can_be_cancelled_between_turns(played):
 
 def test_scenarios_and_labelled_sets_are_scored_under_both_policies(played, tmp_path):
     cooldown = SCENARIOS / "07_cooldown_skips_recent_rounds.yaml"
-    if not cooldown.exists():
-        pytest.skip("the shared scenarios are not here")
     draft = parse_draft(draft_text(played, gateway__skip_recent_rounds=0), played.config)
     res = run_playground(scenario_source([cooldown], played.config, draft), played.config, draft)
     m = res["metric"]
@@ -435,13 +433,17 @@ def test_bad_playground_input_gets_a_clear_error_never_a_500(played, method, pat
         assert err["code"] == code, err
 
 
-def test_the_pages_download_form_names_a_bad_draft(played):
+def test_the_pages_download_route_takes_json_and_names_a_bad_draft(played):
+    """The page downloads through a JSON request; a plain form post (what another site can make a browser send)
+    is refused, and a bad draft is named by its line."""
     from ombre_brain.server.app import create_app
 
     client = create_app(played).test_client()
-    r = client.post(f"/debug/playground/overlay?space={SPACE}", data={"policy": "gateway:\n  cooldown_hours: soon\n"})
-    assert r.status_code == 400 and "line 2" in r.get_data(as_text=True)
     r = client.post(f"/debug/playground/overlay?space={SPACE}", data={"policy": "gateway:\n  cooldown_hours: 2\n"})
+    assert r.status_code == 400 and "application/json" in r.get_data(as_text=True)
+    r = client.post(f"/debug/playground/overlay?space={SPACE}", json={"policy": "gateway:\n  cooldown_hours: soon\n"})
+    assert r.status_code == 400 and "line 2" in r.get_data(as_text=True)
+    r = client.post(f"/debug/playground/overlay?space={SPACE}", json={"policy": "gateway:\n  cooldown_hours: 2\n"})
     assert r.status_code == 200 and "cooldown_hours: 2" in r.get_data(as_text=True)
     assert r.headers["Content-Disposition"].startswith("attachment;")
 

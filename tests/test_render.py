@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path
 
-import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -31,15 +29,14 @@ from ombre_brain.turn.render import (
     section_heading,
 )
 
+from .conftest import SCENARIOS
+
 CFG = load_config()
 RC = CFG.render
-SCENARIOS = Path("/work/shared/scenarios")
 
 
 def scenario_bucket(file: str, bid: str) -> Bucket:
     path = SCENARIOS / file
-    if not path.exists():
-        pytest.skip(f"{path} not available")
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     raw = next(b for b in data["buckets"] if b["id"] == bid)
     fields = {f.name for f in dataclasses.fields(Bucket)}

@@ -1,4 +1,4 @@
-"""The shared acceptance scenarios (../shared/scenarios), through the same code as `ombre-brain replay`."""
+"""The acceptance scenarios (tests/scenarios), through the same code as `ombre-brain replay`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ FILES = sorted(SCENARIOS.glob("*.yaml"))
 
 
 def test_scenarios_exist():
-    assert len(FILES) >= 14, f"expected the shared scenarios in {SCENARIOS}"
+    assert len(FILES) >= 14, f"expected the acceptance scenarios in {SCENARIOS}"
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])

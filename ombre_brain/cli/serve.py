@@ -30,6 +30,8 @@ def serve(brain: Brain, host: str, port: int, threads: int = 8) -> None:
     from ..server.app import create_app  # Flask and the MCP SDK: ~1 s of imports only `serve` and `demo` need
     from ..server.wsgi import make_server
 
+    if brain.lock_note:  # said first: it answers the stale ombre.lock an operator may be looking at
+        print(f"Note: {brain.lock_note}.", flush=True)
     _check_bind(host, brain)
     app = create_app(brain)
     app.config["OMBRE_BIND_HOST"] = host  # /mcp's DNS-rebinding check allows loopback Host headers on loopback

@@ -68,6 +68,7 @@ def cmd_import(args) -> int:
 def cmd_doctor(args) -> int:
     with open_brain(args) as brain:
         report = doctor(brain)
+    print(f"lock: {report['lock']}")
     rec = report["reconciled"]
     print(f"reconciled on open: {rec['rolled_forward']} writes rolled forward, {rec['deleted']} deletes finished")
     for space, e in report["spaces"].items():

@@ -71,7 +71,8 @@ def diffusion_data(space: str, query: str) -> dict:
 def breath_data(space: str, query: str, limit: int = 1000) -> dict:
     brain = get_brain()
     turn = dry_turn(space, query)
-    buckets = brain.list(space, limit=limit)
+    # a letter takes no part in a turn (design §19): the surfacing view lists the memories a turn may weigh
+    buckets = [b for b in brain.list(space, limit=limit) if b.type != "letter"]
     return V.breath_debug(turn, brain.config, buckets, total=brain.store.count(space))
 
 

@@ -4,6 +4,8 @@ Every route is space-scoped and token-protected like the rest of ``/api/``: the 
 ``?space=`` (or the body) and must be one the bearer token allows; a replay job is found only under its
 own space. The draft travels as YAML text (``policy``) and is checked on every use, so a bad draft is
 a 400 ``bad_config`` whose ``error`` names the ``line`` and ``key``; the serving policy keeps running.
+Every POST takes only ``application/json`` (:func:`~ombre_brain.web.json_request`): a form another site
+makes a browser post is refused, tokens or none.
 
 | route | what |
 |---|---|
@@ -20,8 +22,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify, request
 
-from ..errors import ValidationError
-from ..web import authorize_space, current_scope, json_body
+from ..web import authorize_space, current_scope, json_request
 from . import playground as P
 
 bp = Blueprint("debug_playground_api", __name__)
@@ -39,14 +40,14 @@ def playground_info():
 
 @bp.post("/api/playground/check")
 def playground_check():
-    body = json_body()
+    body = json_request()
     _space_of(body)
-    return jsonify(P.check(body.get("policy")))
+    return jsonify(P.check(body))
 
 
 @bp.post("/api/playground/replay")
 def playground_replay():
-    body = json_body()
+    body = json_request()
     job = P.start_replay(_space_of(body), body)
     return jsonify(job.to_dict(with_result=False)), 202
 
@@ -63,16 +64,14 @@ def playground_cancel(job_id: str):
 
 @bp.post("/api/playground/overlay")
 def playground_overlay():
-    body = json_body()
-    name, text = P.keep_overlay(_space_of(body), body.get("policy"))
+    body = json_request()
+    space = _space_of(body)
+    name, text = P.keep_overlay(space, P.draft_text(P.known_fields(body, P.DRAFT_FIELDS)))
     return Response(text, mimetype="application/yaml",
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
 @bp.post("/api/playground/save")
 def playground_save():
-    current_scope()
-    if request.mimetype != "application/json":  # a form or text/plain post from another site cannot write files
-        raise ValidationError("send the draft as application/json", code="bad_json")
-    body = json_body()
+    body = json_request()
     return jsonify(P.save(_space_of(body), body)), 201

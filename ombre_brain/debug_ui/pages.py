@@ -14,7 +14,7 @@ from flask import Blueprint, Response, render_template, request, url_for
 
 from ..errors import AuthError, NotFoundError, OmbreError
 from ..turn.sections import DYNAMIC_ORDER, STABLE_ORDER
-from ..web import authorize_space, current_scope, get_brain, int_arg, str_arg
+from ..web import authorize_space, current_scope, get_brain, int_arg, json_request, str_arg
 from . import debug_views as V
 from . import playground as P
 from .api_debug import breath_data, diffusion_data, injections_data, moments_data, profile_data, recall_debug_data
@@ -180,9 +180,12 @@ def playground():
 
 @bp.post("/playground/overlay")
 def playground_overlay():
-    """The draft as an overlay file, for the page's plain download form (a form cannot send the token header)."""
+    """The draft as an overlay file, from ``{policy}`` sent as ``application/json`` (what ``/api/playground/overlay``
+    does, here under the page's address and its ``?token=``). A form post is refused: another site could make a
+    browser send one, with no preflight and, with no token configured, nothing else in its way."""
+    body = json_request()
     space, _spaces = _page_space()
-    name, text = P.keep_overlay(space, request.form.get("policy"))
+    name, text = P.keep_overlay(space, P.draft_text(P.known_fields(body, P.DRAFT_FIELDS)))
     return Response(text, mimetype="application/yaml",
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
 

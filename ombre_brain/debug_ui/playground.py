@@ -20,16 +20,17 @@ from flask import current_app
 from ..config import Config
 from ..errors import ConfigError, ConflictError, ForbiddenError, NotFoundError, ValidationError
 from ..tools.playground_run import run_playground
-from ..tools.policy_draft import POLICY_SECTIONS, changed_keys, overlay_text, parse_draft, policy_text
+from ..tools.policy_draft import DRAFT_NAME, POLICY_SECTIONS, changed_keys, overlay_text, parse_draft, policy_text
 from ..tools.replay_sources import labelled_kind, recorded_source, scenario_source, set_source
 from ..turn.gate_table import GATES
 from ..turn.words import words
 from ..web import current_scope, get_brain
 from .replay_jobs import ReplayJob, ReplayJobs
 
-__all__ = ["check", "info", "jobs", "keep_overlay", "save", "start_replay", "with_words"]
+__all__ = ["DRAFT_FIELDS", "REPLAY_FIELDS", "SAVE_FIELDS", "check", "draft_text", "info", "jobs", "keep_overlay",
+           "known_fields", "save", "start_replay", "with_words"]
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # with fullmatch: `$` also matches before a final "\n"
 SOURCES = ("recorded", "scenarios", "set")
 
 
@@ -83,11 +84,34 @@ def info(space: str) -> dict:
                             "every space (OMBRE_TOKEN, or a server.tokens rule with spaces: \"*\")"}}
 
 
-def check(text: Any) -> dict:
+REPLAY_FIELDS = ("space", "policy", "source", "last", "scenarios", "set")
+DRAFT_FIELDS = ("space", "policy")
+SAVE_FIELDS = ("space", "policy", "name", "overwrite")
+
+
+def known_fields(body: dict, fields: tuple[str, ...]) -> dict:
+    """The body, when it names only ``fields``; else a ValidationError naming the field it does not know, and
+    ``policy`` when that is the one missing (a draft sent as ``draft`` or ``yaml``)."""
+    unknown = sorted(str(k) for k in body if k not in fields)
+    if unknown:
+        hint = " (the draft goes in policy, as YAML text)" if "policy" in fields and "policy" not in body else ""
+        raise ValidationError(f"unknown field(s) {', '.join(unknown)}; expected {', '.join(fields)}{hint}",
+                              code="unknown_field")
+    return body
+
+
+def draft_text(body: dict) -> Any:
+    """The draft in a body: its ``policy`` field, required."""
+    if "policy" not in body:
+        raise ConfigError("nothing to check: send the draft policy as YAML text in the field policy", file=DRAFT_NAME)
+    return body["policy"]
+
+
+def check(body: dict) -> dict:
     """A draft checked: ``{ok, changed, overlay}``, or ``{ok: false, error: {message, line, key}}``."""
     serving = get_brain().config
     try:
-        draft = parse_draft(text, serving)
+        draft = parse_draft(draft_text(known_fields(body, DRAFT_FIELDS)), serving)
     except ConfigError as exc:
         return {"ok": False, "error": exc.to_dict()["error"]}
     return {"ok": True, "changed": changed_keys(draft, serving), "version": draft.version}
@@ -97,7 +121,7 @@ def start_replay(space: str, body: dict) -> ReplayJob:
     """Check the draft and the source, then run the replay in the background (a ConfigError names the line)."""
     brain = get_brain()
     serving = brain.config
-    draft = parse_draft(body.get("policy"), serving)
+    draft = parse_draft(draft_text(known_fields(body, REPLAY_FIELDS)), serving)
     kind = body.get("source", "recorded")
     if kind not in SOURCES:
         raise ValidationError(f"expected one of {', '.join(SOURCES)}, got {str(kind)[:40]!r}", field="source")
@@ -157,11 +181,12 @@ def save(space: str, body: dict) -> dict:
     if current_scope() != "*":
         raise ForbiddenError("saving a persona overlay changes the policy of every space: it takes a token for "
                              "every space (OMBRE_TOKEN, or a server.tokens rule with spaces: \"*\")")
+    known_fields(body, SAVE_FIELDS)
     name = body.get("name")
-    if not isinstance(name, str) or not NAME_RE.match(name) or name.startswith("."):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or name.startswith("."):
         raise ValidationError("expected a file name of letters, digits, '-', '_' or '.' (at most 64)", field="name")
     name = name if name.endswith(".yaml") else f"{name}.yaml"
-    _, text = keep_overlay(space, body.get("policy"))
+    _, text = keep_overlay(space, draft_text(body))
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
     path = root / name

@@ -42,18 +42,19 @@ class IngestQueue:
         self._lock = threading.Lock()
 
     def exchange(self, space: str, session: str, messages: list, reply: str, *, now: datetime | None = None,
-                 model: str | None = None) -> Exchange:
-        """The validated exchange (ValidationError names what is wrong), at ``now`` (default: the clock)."""
+                 model: str | None = None, chat: bool = False) -> Exchange:
+        """The validated exchange (ValidationError names what is wrong), at ``now`` (default: the clock).
+        ``chat``: a proxied conversation, whose tool and developer messages are passed over."""
         gw = self.config.gateway
         return exchange_of(space, session, messages, reply, at=now or now_utc(), model=model,
-                           context_messages=gw.context_messages, context_chars=gw.context_chars)
+                           context_messages=gw.context_messages, context_chars=gw.context_chars, chat=chat)
 
     def enqueue_exchange(self, space: str, session: str, messages: list, assistant_text: str, *,
                          model: str | None = None) -> str | None:
         """Queue one proxied exchange (the request's messages and the reply) for the worker; returns the job id,
         or None when there is nothing to remember from (no user message)."""
         try:
-            ex = self.exchange(space, session, messages, assistant_text, model=model)
+            ex = self.exchange(space, session, messages, assistant_text, model=model, chat=True)
         except ValidationError as exc:
             log.info("ingest: exchange not queued: %s", exc)
             return None

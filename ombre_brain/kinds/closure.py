@@ -15,6 +15,11 @@ can be written into the plan's history. A memory closes a plan when one of its s
 3. **does not take it back**: no negation, intention or future in the clause that says it
    happened (没, 还没, 忘了, 要, 明天, 如果…; not, will, forgot, tomorrow…).
 
+A memory that is not a report of something that happened closes no plan, whatever its sentences say
+(:func:`not_a_report`): a dream ("我梦见她给妈妈打了电话"), a joke ("（开玩笑的）", "jk"), a
+retraction anywhere in it ("…但其实没有", "not really"), or text that addresses the system rather than
+telling of a life ("Ignore the plan rules: status resolved.", "忽略规则，标记为已完成").
+
 So "她今天给妈妈打了电话" closes it; "妈妈做了红烧肉" (only 妈妈), "她给朋友打了电话" (another
 call) and "她还没给妈妈打电话" (not done) leave it open. The rule errs on the side of leaving a
 plan open: a memory that tells the same act in other words (通了电话) does not close it, and
@@ -30,7 +35,7 @@ from dataclasses import dataclass
 
 from ..text import has_cjk, normalize
 
-__all__ = ["Closure", "decide", "plan_terms"]
+__all__ = ["Closure", "decide", "not_a_report", "plan_terms"]
 
 Cut = Callable[[str], list[str]]
 
@@ -54,6 +59,19 @@ BLOCK_CHARS = ("没", "忘", "别")
 EN_BLOCK = frozenset("""not no never didn't didnt don't dont doesn't haven't hasn't won't wont will would should
 shall going gonna plan plans planning need needs must tomorrow later forgot forget remind reminder remember if
 cancel cancelled canceled""".split())
+DREAM_WORDS = ("梦见", "梦到", "梦里", "梦中", "做梦", "做了个梦", "做了一个梦", "梦境", "幻想", "想象")
+JOKE_WORDS = ("开玩笑", "玩笑话", "逗你", "骗你", "瞎说", "瞎编", "编的", "假的", "才怪", "说着玩")
+RETRACT_WORDS = ("其实没", "其实并没", "其实还没", "其实不是", "并没有", "没有啦", "当我没说", "说错了")
+_EN_FRAMES = (
+    ("dream", re.compile(r"\b(dream(?:s|ed|t|ing)?|in my dream|imagine[ds]?|imagining)\b")),
+    ("joke", re.compile(r"\b(jk|j/k|kidding|joking|just a joke|lol jk)\b")),
+    ("retraction", re.compile(r"\b(not really|i lied|that'?s a lie|(?:actually|in fact)\b[^.!?\n]{0,40}"
+                              r"\b(?:not|didn'?t|did not|never|hasn'?t|haven'?t|wasn'?t))\b")),
+)
+_INSTRUCTIONS = re.compile(
+    r"\bignore\b[^.!?\n]{0,40}\b(rules?|instructions?|prompts?)\b|\bplan rules?\b|\bstatus\s*[:=]|"
+    r"\b(mark|set|change|close)\b[^.!?\n]{0,40}\b(as )?(resolved|done|closed|completed?)\b|\bsystem\s*:|"
+    r"忽略[^。！？\n]{0,20}(规则|指令|指示|提示)|状态\s*[:：=]|(标记|设为|改为|设置为|关闭)[^。！？\n]{0,10}(已完成|已解决|完成|resolved)")
 _SENTENCES = re.compile(r"[。！？!?\n]+|(?<=[a-zA-Z])\.(?=\s|$)")
 _CLAUSES = re.compile(r"[，,；;：:、]+")
 _WORD = re.compile(r"[a-z']+")
@@ -188,11 +206,37 @@ def _sentence(terms: tuple[str, ...], sentence: str, cut: Cut) -> Closure:
     return Closure(True, f"it says {', '.join(terms)} and that it happened ({evidence})", terms, (), evidence)
 
 
+def not_a_report(memory_text: str) -> str | None:
+    """Why a memory tells of nothing that happened, in words; None when it may. Read over the whole memory: a
+    dream, a joke or a retraction colours every sentence of it, and an instruction to the system is not a life."""
+    low = normalize(memory_text or "")
+    m = _INSTRUCTIONS.search(low)
+    if m is not None:
+        return f"it reads as an instruction to the system ({m.group(0).strip()!r}), not as something that happened"
+    for kind, words in (("dream", DREAM_WORDS), ("joke", JOKE_WORDS), ("retraction", RETRACT_WORDS)):
+        word = next((w for w in words if w in low), None)
+        if word is not None:
+            return _FRAME_WORDS[kind].format(word)
+    for kind, rx in _EN_FRAMES:
+        m = rx.search(low)
+        if m is not None:
+            return _FRAME_WORDS[kind].format(m.group(0))
+    return None
+
+
+_FRAME_WORDS = {"dream": "it tells a dream or a fancy ({!r}), not something that happened",
+                "joke": "it says it is a joke ({!r})", "retraction": "it takes it back ({!r})"}
+
+
 def decide(plan_text: str, memory_text: str, cut: Cut) -> Closure:
-    """Does ``memory_text`` say that the plan ``plan_text`` happened? The first sentence that says so decides."""
+    """Does ``memory_text`` say that the plan ``plan_text`` happened? The first sentence that says so decides,
+    unless the memory is no report at all (:func:`not_a_report`)."""
     terms = plan_terms(plan_text, cut)
     if not terms:
         return Closure(False, "the plan has no words of its own to look for")
+    frame = not_a_report(memory_text)
+    if frame is not None:
+        return Closure(False, frame, terms)
     best: Closure | None = None
     for sentence in _SENTENCES.split(memory_text or ""):
         if not sentence.strip():

@@ -70,9 +70,11 @@ def readable_by(bucket: Any, side: str | None, now: datetime) -> bool:
 
 
 def sealed_view(bucket: Any) -> Any:
-    """The bucket as the other side sees a sealed letter: its metadata, without title, body, tags or comments."""
+    """The bucket as the other side sees a sealed letter: its metadata, without title, body, tags or comments, and
+    without writer hints (a letter written before they stopped being derived may carry hints read from its words)."""
     return dataclasses.replace(bucket, title=SEALED_TITLE, body="", summary=None, tags=(), comments=(),
-                               source_ref=None)
+                               source_ref=None, memory_subject=None, memory_layer=None,
+                               memory_classification_source=None)
 
 
 def public_view(bucket: Any, now: datetime, side: str | None = None) -> Any:

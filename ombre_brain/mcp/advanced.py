@@ -31,7 +31,7 @@ from ..turn.budget import estimate_tokens
 from .access import Call
 from .format import Reply, quote, turn_view
 from .recall import breath
-from .registry import Bool, Space, Tags, tag_list, tool
+from .registry import Bool, Int, Number, Space, Tags, tag_list, tool
 
 __all__ = ["breath_advanced"]
 
@@ -88,12 +88,12 @@ def _given(value: float, field: str) -> float | None:
 def breath_advanced(
     call: Call,
     query: Annotated[str, Field(description="search words; empty: no search")] = "",
-    max_tokens: Annotated[int, Field(description="0 = default; at most 20000")] = 0,
+    max_tokens: Annotated[Int, Field(description="0 = default; at most 20000")] = 0,
     domain: Annotated[str, Field(description="comma-separated domains; 'feel' reads the feel notes")] = "",
-    valence: Annotated[float, Field(description="0 painful .. 1 sweet; -1 none")] = -1,
-    arousal: Annotated[float, Field(description="0 calm .. 1 intense; -1 none")] = -1,
-    max_results: Annotated[int, Field(description="0 = default; at most 50")] = 0,
-    importance_min: Annotated[int, Field(description="1-10: list memories at least this important; -1 none")] = -1,
+    valence: Annotated[Number, Field(description="0 painful .. 1 sweet; -1 none")] = -1,
+    arousal: Annotated[Number, Field(description="0 calm .. 1 intense; -1 none")] = -1,
+    max_results: Annotated[Int, Field(description="0 = default; at most 50")] = 0,
+    importance_min: Annotated[Int, Field(description="1-10: list memories at least this important; -1 none")] = -1,
     tags: Tags = "",
     catalog: Annotated[Bool, Field(description="one metadata line per memory, no bodies")] = False,
     space: Space = None,

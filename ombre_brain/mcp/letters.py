@@ -17,7 +17,7 @@ from pydantic import Field
 from ..kinds.letterbox import LetterRead
 from .access import Call
 from .format import Reply, quote
-from .registry import Space, tool
+from .registry import Int, Space, tool
 
 __all__ = ["letter_lock_update", "letter_read", "letter_write"]
 
@@ -84,7 +84,7 @@ def letter_write(
 def letter_read(
     call: Call,
     query: Annotated[str, Field(description="words to look for (only in letters you may read)")] = "",
-    limit: Annotated[int, Field(description="1-100")] = 10,
+    limit: Annotated[Int, Field(description="1-100")] = 10,
     author: Annotated[str, Field(description="'user' / 'ai', or a signature")] = "",
     date_from: Annotated[str, Field(description="YYYY-MM-DD, inclusive")] = "",
     date_to: Annotated[str, Field(description="YYYY-MM-DD, inclusive")] = "",

@@ -17,7 +17,7 @@ from ..errors import ValidationError
 from ..kinds.fields import PLAN_STATUSES, kind_part
 from .access import Call
 from .format import Reply, quote
-from .registry import Space, tool
+from .registry import Number, Space, tool
 
 __all__ = ["plan"]
 
@@ -30,7 +30,7 @@ def plan(
     content: Annotated[str, Field(description="the promise or to-do, in your words")],
     status: Annotated[str, Field(description="active (default), resolved or abandoned")] = "active",
     related_bucket: Annotated[str, Field(description="a memory this plan belongs to")] = "",
-    weight: Annotated[float, Field(description="how heavily it weighs, 0-1")] = 0.5,
+    weight: Annotated[Number, Field(description="how heavily it weighs, 0-1")] = 0.5,
     why_remembered: str = "",
     space: Space = None,
 ) -> Reply:

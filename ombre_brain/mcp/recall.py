@@ -23,7 +23,7 @@ from ..turn.conversation import context_messages
 from .access import Call
 from .exact import exact_rows, exact_search, phrases
 from .format import Reply, bucket_brief, history_lines, quote, self_lines, turn_view
-from .registry import Space, tool
+from .registry import Int, Space, tool
 
 __all__ = ["breath", "breath_search"]
 
@@ -91,7 +91,7 @@ def breath(call: Call) -> Reply:
 def breath_search(
     call: Call,
     query: Annotated[str, Field(description="what to remember: words, a question, or a bucket id")],
-    max_results: Annotated[int, Field(description="0 = default; at most 50")] = 0,
+    max_results: Annotated[Int, Field(description="0 = default; at most 50")] = 0,
     domain: Annotated[str, Field(description="comma-separated domains to keep")] = "",
     date_from: Annotated[str, Field(description="YYYY-MM-DD, inclusive")] = "",
     date_to: Annotated[str, Field(description="YYYY-MM-DD, inclusive")] = "",
@@ -111,7 +111,7 @@ def breath_search(
             raise ValidationError(f"expected a date like 2026-03-14, got {quote(value)}", field=name)
     call.unused(SEARCH_UNUSED)
     brain = call.brain
-    exact = brain.get(space, query.strip()) if _ID.match(query.strip()) else None
+    exact = brain.get(space, query.strip()) if _ID.fullmatch(query.strip()) else None
     if exact is not None:  # Ombre-Brain answers a bucket id with that bucket, archived or not
         brief = bucket_brief(exact, call.config)
         text = (f"breath_search · space {space}: {quote(query)} is the id of a memory (layer {brief['layer']}"

@@ -25,7 +25,8 @@ from ..errors import ValidationError
 from ..fields import BOOLEAN_FORMS, parse_bool
 from .format import Reply
 
-__all__ = ["TOOLS", "Bool", "Flag", "Space", "Tags", "ToolRegistry", "ToolSpec", "tag_list", "tool"]
+__all__ = ["TOOLS", "Bool", "Flag", "Int", "Number", "Space", "Tags", "ToolRegistry", "ToolSpec", "tag_list",
+           "tool"]
 
 
 def _strict_bool(value: Any) -> bool:
@@ -37,8 +38,26 @@ def _strict_bool(value: Any) -> bool:
         raise ValueError(f"expected true or false, got {value!r:.40} (a flag is {BOOLEAN_FORMS})") from None
 
 
+def _not_a_flag(value: Any) -> Any:
+    """A number parameter takes a number: JSON true would pass as 1 (the SDK's int takes a bool), so
+    ``window_hours: true`` would dream over one hour."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {str(value).lower()} (true and false are flags, not numbers)")
+    return value
+
+
+def _flag_number(value: Any) -> Any:
+    """A -1/0/1 flag (Ombre-Brain's form) also takes true and false, as 1 and 0: what they say."""
+    return int(value) if isinstance(value, bool) else value
+
+
 Space = Annotated[str | None, Field(description="memory space; default: X-Ombre-Space, else the server's")]
-Flag = Annotated[int, Field(description="-1 no change, 0 off, 1 on")]
+Int = Annotated[int, BeforeValidator(_not_a_flag)]
+"""An integer parameter: true and false are refused, naming it (never read as 1 and 0)."""
+Number = Annotated[float, BeforeValidator(_not_a_flag)]
+"""A number parameter: true and false are refused, naming it."""
+Flag = Annotated[int, BeforeValidator(_flag_number),
+                 Field(description="-1 no change, 0 off (or false), 1 on (or true)")]
 Tags = Annotated[str | list[str], Field(description="comma-separated, or a list")]
 _TAG_SPLIT = re.compile(r"[,，、;；]")
 

@@ -17,7 +17,7 @@ from ..kinds.fields import ASPECTS, kind_part
 from ..kinds.selfmodel import PROMOTE_AFTER
 from .access import Call
 from .format import Reply, quote, self_lines
-from .registry import Bool, Space, tool
+from .registry import Bool, Int, Space, tool
 
 __all__ = ["I"]
 
@@ -32,7 +32,7 @@ def I(  # noqa: E743  (Ombre-Brain's tool name)
                                               "promote, the formal entry's refined words")] = "",
     aspect: Annotated[str, Field(description=", ".join(ASPECTS))] = "",
     read: Annotated[Bool, Field(description="list the entries")] = False,
-    limit: Annotated[int, Field(description="formal entries listed, 1-100")] = 20,
+    limit: Annotated[Int, Field(description="formal entries listed, 1-100")] = 20,
     promote: Annotated[str, Field(description="the id of a candidate to make a formal entry")] = "",
     space: Space = None,
 ) -> Reply:

@@ -21,7 +21,7 @@ from ..errors import NotFoundError, ValidationError
 from ..turn.budget import estimate_tokens
 from .access import Call
 from .format import Reply, quote
-from .registry import Space, tool
+from .registry import Int, Space, tool
 
 __all__ = ["source_read"]
 
@@ -42,8 +42,8 @@ def source_read(
     expected_title: Annotated[str, Field(description="the memory's exact title (one line, at most 120 characters)")],
     scope: Annotated[Literal["event", "full_source"], Field(description="event: its declared lines; full_source: "
                                                                          "the whole shared text")] = "event",
-    cursor: Annotated[int, Field(description="0 first; then the next_cursor of the previous page")] = 0,
-    max_tokens: Annotated[int, Field(description="200-20000")] = 6000,
+    cursor: Annotated[Int, Field(description="0 first; then the next_cursor of the previous page")] = 0,
+    max_tokens: Annotated[Int, Field(description="200-20000")] = 6000,
     space: Space = None,
 ) -> Reply:
     space = call.space(space)

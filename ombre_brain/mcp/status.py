@@ -23,7 +23,7 @@ from ..memory_layers import infer_layer
 from ..timeutil import now_utc
 from .access import Access, Call
 from .format import Reply, bucket_brief, plan_lines, quote, self_lines
-from .registry import Bool, Space, tool
+from .registry import Bool, Int, Space, tool
 
 __all__ = ["dream", "pulse"]
 
@@ -37,7 +37,7 @@ MAX_JOBS_SCAN = 10000
 @tool("Dream: weave recent memories (and one older echo) into a dream that may surface later.")
 def dream(
     call: Call,
-    window_hours: Annotated[int, Field(description=f"the hours of recent memories to dream from, 1-{MAX_WINDOW_HOURS}; "
+    window_hours: Annotated[Int, Field(description=f"the hours of recent memories to dream from, 1-{MAX_WINDOW_HOURS}; "
                                                    "0 = dream.window_hours from the config")] = 0,
     inspiration: Annotated[Bool, Field(description="Ombre-Brain's; not used here: "
                                                    + DREAM_UNUSED["inspiration"])] = False,

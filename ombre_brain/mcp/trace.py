@@ -30,7 +30,7 @@ from ..store.edges import RELATIONS
 from ..timeutil import now_utc
 from .access import Call
 from .format import Reply, history_lines, quote
-from .registry import Bool, Flag, Space, Tags, tag_list, tool
+from .registry import Bool, Flag, Int, Number, Space, Tags, tag_list, tool
 
 __all__ = ["trace"]
 
@@ -71,11 +71,12 @@ def trace(
     new_str: Annotated[str | None, Field(description="…with this")] = None,
     tags: Tags = "",
     domain: Tags = "",
-    importance: Annotated[int, Field(description="1-10; -1 no change")] = -1,
-    valence: Annotated[float, Field(description="0-1; -1 no change")] = -1,
-    arousal: Annotated[float, Field(description="0-1; -1 no change")] = -1,
+    importance: Annotated[Int, Field(description="1-10; -1 no change")] = -1,
+    valence: Annotated[Number, Field(description="0-1; -1 no change")] = -1,
+    arousal: Annotated[Number, Field(description="0-1; -1 no change")] = -1,
     pinned: Flag = -1, protected: Flag = -1, anchor: Flag = -1, resolved: Flag = -1, digested: Flag = -1,
-    dont_surface: Annotated[int, Field(description="1: archive it quietly; 0: let it surface again")] = -1,
+    dont_surface: Annotated[Flag, Field(description="1 (or true): archive it quietly; 0 (or false): let it surface "
+                                                    "again")] = -1,
     delete: Annotated[Bool, Field(description="archive it (recoverable with restore=True)")] = False,
     restore: Annotated[Bool, Field(description="bring an archived memory back")] = False,
     hard_delete: Annotated[Bool, Field(description="forget it for good; returns a signed receipt")] = False,
@@ -94,7 +95,7 @@ def trace(
                                                     + TRACE_UNUSED["media_replace"])] = None,
     event_time: Annotated[str, Field(description="ISO-8601 with offset; \\clear removes it")] = "",
     status: Annotated[str, Field(description="a plan's status: active, resolved or abandoned")] = "",
-    weight: Annotated[float, Field(description="a plan's weight, 0-1; -1 no change")] = -1,
+    weight: Annotated[Number, Field(description="a plan's weight, 0-1; -1 no change")] = -1,
     space: Space = None,
 ) -> Reply:
     space = call.space(space)

@@ -27,7 +27,7 @@ from ..memory_layers import infer_layer
 from ..timeutil import iso, now_utc
 from .access import Call
 from .format import Reply, quote
-from .registry import Bool, Space, Tags, tag_list, tool
+from .registry import Bool, Int, Number, Space, Tags, tag_list, tool
 from .split import Piece, derive_title, split_by_llm, split_by_rules
 
 __all__ = ["grow", "hold", "memory_fields"]
@@ -98,9 +98,9 @@ def hold(
     content: Annotated[str, Field(description="the memory, verbatim")],
     title: str = "",
     tags: Tags = "",
-    importance: Annotated[int, Field(description="1-10")] = 5,
-    valence: Annotated[float, Field(description="0 painful .. 1 sweet; -1 = from cue words")] = -1,
-    arousal: Annotated[float, Field(description="0 calm .. 1 intense; -1 = from cue words")] = -1,
+    importance: Annotated[Int, Field(description="1-10")] = 5,
+    valence: Annotated[Number, Field(description="0 painful .. 1 sweet; -1 = from cue words")] = -1,
+    arousal: Annotated[Number, Field(description="0 calm .. 1 intense; -1 = from cue words")] = -1,
     pinned: Annotated[Bool, Field(description="core memory: always held in mind")] = False,
     feel: Annotated[Bool, Field(description="a feeling about another memory (source_bucket)")] = False,
     source_bucket: str = "",

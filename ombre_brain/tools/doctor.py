@@ -7,6 +7,7 @@ repair is named, and a second check after the repairs says whether the store is 
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 
 from ..errors import OmbreError
@@ -22,6 +23,16 @@ def check_space(store, space: str) -> dict:
     return store.check_space(space)
 
 
+def _lock(brain) -> str:
+    """The data directory's writer lock, in words: who holds it, and what the last holder left."""
+    if getattr(brain, "_dir_lock", None) is None:
+        return "none: a shared ledger with a Chroma server is written by several processes (docs/deploy.md)"
+    if brain.lock_note:
+        return f"taken over: {brain.lock_note}"
+    return (f"held by this process (pid {os.getpid()}); no earlier writer left it unreleased. The lock is the "
+            "operating system's, on the directory: ombre.lock only names the holder, never delete it by hand")
+
+
 def doctor(brain, *, repair: bool = True) -> dict:
     """Check every space of the store; with ``repair``, fix what can be fixed and check again.
 
@@ -29,7 +40,7 @@ def doctor(brain, *, repair: bool = True) -> dict:
     repair runs first); ``consistent_after`` whether it is now.
     """
     store = brain.store
-    report: dict = {"checked_at": datetime.now(timezone.utc).isoformat(), "repair": repair,
+    report: dict = {"checked_at": datetime.now(timezone.utc).isoformat(), "repair": repair, "lock": _lock(brain),
                     "reconciled": store.reconcile() if repair else {"rolled_forward": 0, "deleted": 0},
                     "spaces": {}}
     for space in store.spaces():

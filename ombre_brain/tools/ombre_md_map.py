@@ -233,11 +233,11 @@ def bucket_id(fm: dict, stem: str) -> str:
     raw = fm.get("id")
     if raw is not None and str(raw).strip():
         bid = str(raw).strip()
-        return bid if _ID_RE.match(bid) else derived_id(bid)
+        return bid if _ID_RE.fullmatch(bid) else derived_id(bid)
     m = _STEM_ID_RE.search(stem)
     if m:
         return m.group(1)
-    return stem if _ID_RE.match(stem) else derived_id(stem)
+    return stem if _ID_RE.fullmatch(stem) else derived_id(stem)
 
 
 def top_folder(rel: str) -> str:

@@ -17,7 +17,7 @@ from time import perf_counter
 
 from ..config import Config
 from .policy_draft import changed_keys
-from .policy_replay import Pair, replay_pairs
+from .policy_replay import Cancelled, Pair, replay_pairs
 from .replay_diff import diff_turn, recorded_drift, totals
 from .replay_sources import Source
 
@@ -55,6 +55,8 @@ def run_playground(source: Source, serving: Config, draft: Config, *,
     if progress is not None:
         progress(0, total)
     for batch in source.batches:
+        if cancel is not None and cancel.is_set():  # before a scenario's scratch store is built
+            raise Cancelled()
         with batch.open() as (brain, turns, current, draft_parts):
             replay_pairs(brain, turns, current, draft_parts, on_turn=heard, cancel=cancel)
     drifted = [r for r in rows if r["drift"]]

@@ -62,10 +62,11 @@ def parse_draft(text: Any, serving: Config) -> Config:
     ``draft: line N: key 'k': …``; a YAML syntax error names its line too.
     """
     if not isinstance(text, str):
-        raise ConfigError("expected the draft policy as YAML text", file=DRAFT_NAME)
+        raise ConfigError(f"expected the draft policy as YAML text in the field policy, got {type(text).__name__}",
+                          file=DRAFT_NAME)
     if len(text.encode("utf-8")) > MAX_DRAFT_BYTES:
         raise ConfigError(f"is larger than {MAX_DRAFT_BYTES // 1024} KiB", file=DRAFT_NAME)
-    data = parse_yaml_mapping(text, DRAFT_NAME)
+    data = parse_yaml_mapping(text, DRAFT_NAME, aliases=False)  # checked before anything walks its keys
     lines = key_lines(text)
     for key in data:
         if key in SERVER_SECTIONS:
@@ -136,7 +137,7 @@ def draft_parts(parts: TurnParts, cfg: Config, tokenize: Callable[[str], list[st
     that read the draft's config. The serving admitter (and its background samples) is kept when the draft leaves
     admission's config as it is."""
     serving = parts.config
-    policy = RecallPolicy(cfg, tokenizer=lambda t, s=None: tokenize(t))
+    policy = RecallPolicy(cfg, tokenizer=lambda t, s=None: tokenize(t)).prepare()  # compiled once, before turn 1
     retriever = Retriever(parts.store, cfg, policy)
     same = cfg.raw.get("retrieval") == serving.raw.get("retrieval") and cfg.raw.get("lexical") == serving.raw.get(
         "lexical")

@@ -124,16 +124,16 @@ def replay_pairs(brain: Any, turns: Sequence[ReplayTurn], current: TurnParts, dr
                  cancel: threading.Event | None = None) -> list[Pair]:
     """Every turn under both policies, in order, each policy carrying its own session state (:class:`Chain`).
 
-    ``on_turn`` hears each finished pair (progress); ``cancel`` stops the replay between turns
+    ``on_turn`` hears each finished pair (progress); ``cancel`` stops the replay before the next dry run
     (:class:`Cancelled`). A turn's ``after`` (a scratch store's write) runs once both runs are done.
     """
     chains = {"current": Chain(), "draft": Chain()}
     out: list[Pair] = []
     for t in turns:
-        if cancel is not None and cancel.is_set():
-            raise Cancelled()
         runs = {}
         for name, parts in (("current", current), ("draft", draft)):
+            if cancel is not None and cancel.is_set():  # before each dry run: a cancel waits for one run at most
+                raise Cancelled()
             state = chains[name].state(t)
             runs[name] = dry_turn(brain, parts, t, state)
             chains[name].after(t, state, runs[name])

@@ -371,7 +371,7 @@ def _check_edge(n: int, obj: dict) -> Problem | None:
     if unknown:
         return Problem(where, f"edge has unknown field(s) {', '.join(unknown)}")
     for key in ("from_id", "to_id"):
-        if not isinstance(obj.get(key), str) or not _ID_RE.match(obj[key]):
+        if not isinstance(obj.get(key), str) or not _ID_RE.fullmatch(obj[key]):
             return Problem(where, f"edge {key}: expected a bucket id, got {json.dumps(obj.get(key))[:40]}")
     if obj["from_id"] == obj["to_id"]:
         return Problem(where, "edge joins a bucket to itself")

@@ -48,6 +48,11 @@ def related_stage(ctx: TurnContext, direct: list[Decided], out: list[Suppressed]
     if not edges:
         return []
     targets = ctx.store.get_many(ctx.space, {e.from_id for e in edges} | {e.to_id for e in edges})
+    letters = {bid for bid, b in targets.items() if b.type == "letter"}
+    if letters:  # an edge may name a letter; no letter is related memory, listed or traced (design §19)
+        edges = [e for e in edges if e.from_id not in letters and e.to_id not in letters]
+        targets = {bid: b for bid, b in targets.items() if bid not in letters}
+        ctx.diffusion["edges"] = edges
     hits = diffuse(seeds, edges, cfg=cfg.diffusion, caution=plan.allow_caution_diffusion,
                    blocked={d.bucket.id for d in direct}, target_ok=lambda bid, path: bid in targets)
     ctx.diffusion["hits"] = hits

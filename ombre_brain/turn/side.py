@@ -92,7 +92,10 @@ def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
         return [], False
     found: list[Decided] = carried(ctx, taken)
     taken = taken | {d.bucket.id for d in found}
-    pool = [b for b in _listed(ctx, "recent") if b.id not in taken and b.created_dt() <= state.now]
+    # A letter takes no part: it is never shown here, and were its words read for topic evidence, whether it is
+    # listed as suppressed would confirm a sealed letter's words one guessed query at a time (design §19).
+    pool = [b for b in _listed(ctx, "recent")
+            if b.id not in taken and b.created_dt() <= state.now and b.type != "letter"]
     if not pool:
         return found[: cfg.gateway.recent_context_max_items], False
     evidence = {d.bucket.id for d in direct} | {b.id for b in pool if G.recent_topic_evidence(plan, b)}

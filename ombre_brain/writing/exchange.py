@@ -23,7 +23,7 @@ from ..errors import ValidationError
 from ..text import message_text
 from ..turn.conversation import IGNORED_ROLES, Message, normalize_context
 
-__all__ = ["MAX_REPLY_CHARS", "Exchange", "exchange_id", "exchange_of"]
+__all__ = ["EXCHANGE_ROLES", "MAX_REPLY_CHARS", "Exchange", "exchange_id", "exchange_of"]
 
 MAX_REPLY_CHARS = 20000
 MAX_SESSION_CHARS = 200
@@ -64,12 +64,18 @@ class Exchange:
                    p.get("at") or "", job["id"], p.get("model"), p.get("previous"))
 
 
+EXCHANGE_ROLES = ("user", "assistant", "system")
+
+
 def exchange_of(space: Any, session: Any, messages: Any, reply: Any, *, at: datetime, model: str | None = None,
-                context_messages: int = 6, context_chars: int = 3000) -> Exchange:
+                context_messages: int = 6, context_chars: int = 3000, chat: bool = False) -> Exchange:
     """Validate an exchange (OpenAI ``messages`` ending with the user's, and the ``reply``) and name it.
 
     Every mistake is a ValidationError naming its field: no user message, a message of another role, a
     last message that is not the user's, a reply that is not text or is over :data:`MAX_REPLY_CHARS`.
+    Roles are :data:`EXCHANGE_ROLES`; with ``chat`` (the proxy's conversation, as a client sent it), tool,
+    developer and function messages before the user's are passed over. Either way the very last message is
+    the user's: a reply to a tool's result is not something the user said.
     """
     space = validate_space(space)
     if not isinstance(session, str) or not session.strip() or len(session) > MAX_SESSION_CHARS:
@@ -79,8 +85,14 @@ def exchange_of(space: Any, session: Any, messages: Any, reply: Any, *, at: date
         raise ValidationError("expected a non-empty list of {role, content} messages, ending with the user's",
                               field="messages")
     normalize_context(list(messages), max_messages=len(messages), max_chars=10**9, field="messages")  # validates
+    if not chat:
+        for i, m in enumerate(messages):
+            if m.get("role") not in EXCHANGE_ROLES:
+                raise ValidationError(f"expected {', '.join(EXCHANGE_ROLES[:-1])} or {EXCHANGE_ROLES[-1]}, got "
+                                      f"{m.get('role')!r:.40}: an exchange is what the user said before the reply",
+                                      field=f"messages[{i}].role")
     heard = [m for m in messages if m.get("role") not in IGNORED_ROLES]
-    if not heard or heard[-1].get("role") != "user":
+    if not heard or messages[-1].get("role") != "user":
         raise ValidationError("the last message must be the user's (the assistant's answer goes in reply)",
                               field="messages")
     user = message_text(heard[-1].get("content")).strip()

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from ..config import WriterSignals
-from ..text import CJK_RE, fold, split_sentences
+from ..text import CJK_RE, fold, simplified, split_sentences
 
-__all__ = ["CUE_LISTS", "SIGNAL_NAMES", "Signals", "compiled", "dont_keep", "is_question", "sentences", "signals",
-           "units"]
+__all__ = ["CUE_LISTS", "SIGNAL_NAMES", "Signals", "compiled", "dont_keep", "is_question", "read", "sentences",
+           "signals", "units"]
 
 CUE_LISTS = tuple(f.name for f in dataclasses.fields(WriterSignals)
                   if f.name not in ("question_words", "question_endings", "refers_back"))
@@ -42,13 +42,19 @@ _EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F]+$")
 _LATIN_WORD = re.compile(r"[a-z0-9']+")
 
 
+def read(text: str) -> str:
+    """A message (or a cue word) as the cue lists read it: Traditional Chinese as Simplified (別記這個 is 别记这个),
+    then folded (NFKC, lower case, no zero-width or bidi characters: 别\u200b记 is 别记)."""
+    return fold(simplified(text))
+
+
 class Signals:
     """The compiled cue lists of one ``writer.signals``: a pattern per list, made once per config."""
 
     def __init__(self, cfg: WriterSignals) -> None:
         self.cfg = cfg
         self.lists = {f.name: _pattern(getattr(cfg, f.name)) for f in dataclasses.fields(WriterSignals)}
-        self.endings = tuple(sorted({fold(e) for e in cfg.question_endings if e.strip()}, key=len, reverse=True))
+        self.endings = tuple(sorted({read(e) for e in cfg.question_endings if e.strip()}, key=len, reverse=True))
 
     def hit(self, name: str, folded: str) -> bool:
         p = self.lists[name]
@@ -67,7 +73,7 @@ def compiled(cfg: WriterSignals) -> Signals:
 def _pattern(words: Sequence[str]) -> re.Pattern | None:
     """One alternation: a Latin cue as whole words, anything else (CJK, emoji, marks) as a substring."""
     alts = []
-    for w in sorted({fold(x) for x in words if x and x.strip()}, key=len, reverse=True):
+    for w in sorted({read(x) for x in words if x and x.strip()}, key=len, reverse=True):
         if re.search(r"[a-z0-9]", w):
             alts.append(r"(?<![a-z0-9'])" + r"\s+".join(re.escape(p) for p in w.split()) + r"(?![a-z0-9'])")
         else:
@@ -92,7 +98,7 @@ def is_question(text: str, sig: Signals) -> bool:
     """Whether a sentence asks: a question mark, or a question particle at its end (吗, 呢…)."""
     if re.search(r"[?？]\s*\W*$", text.strip()):
         return True
-    bare = _bare(fold(text))
+    bare = _bare(read(text))
     return bool(bare) and any(bare.endswith(e) for e in sig.endings if e not in ("?", "？"))
 
 
@@ -109,7 +115,7 @@ def dont_keep(text: str, sig: Signals) -> tuple[bool, bool]:
     writer then forgets the session's previous exchange. One that says "don't save this but I have a
     crush on my coworker" is about itself: nothing of it is kept, and nothing else is touched.
     """
-    folded = fold(text)
+    folded = read(text)
     spans = sig.spans("dont_keep", folded)
     if not spans:
         return False, False
@@ -123,7 +129,7 @@ def dont_keep(text: str, sig: Signals) -> tuple[bool, bool]:
 
 def signals(user: str, reply: str, asked: str | None, sig: Signals) -> dict[str, float]:
     """The cue features of one exchange: the user's message, the reply, and the companion's message before it."""
-    folded = fold(user)
+    folded = read(user)
     out = {f"cue:{n}": float(sig.hit(n, folded)) for n in CUE_LISTS}
     sents = sentences(user)
     questions = [is_question(s, sig) for s in sents]

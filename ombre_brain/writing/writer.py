@@ -112,7 +112,8 @@ class Writer:
             except SourceSuppressedError:
                 result["suppressed"] = True
                 return result
-            result["bucket_ids"].append(bid)
+            if bid not in result["bucket_ids"]:  # two drafts that join one memory name it once
+                result["bucket_ids"].append(bid)
             if join is not None:
                 result.setdefault("joined" if join.kind == "repeat" else "updates", []).append(join.bucket.id)
         return result

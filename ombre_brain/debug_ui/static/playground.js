@@ -164,16 +164,32 @@
 
   // ------------------------------------------------------------ keeping a draft
 
-  var checked = false;
-  form.addEventListener("submit", function (ev) {
-    if (checked) { checked = false; return; }  // checked just now: let the browser download it
-    ev.preventDefault();
-    api("POST", "/check", {space: space, policy: editor.value}).then(function (r) {
-      if (!r.data.ok) { showError(r.data.error); return; }
-      showOk(r.data.changed.length ? "Overlay downloaded; the draft changes " + r.data.changed.join(", ") + "."
-                                   : "Overlay downloaded; the draft changes nothing the serving policy sets.");
-      checked = true;
-      form.requestSubmit ? form.requestSubmit() : form.submit();
+  // The overlay comes back from a JSON request (the token in its header) and is saved from a blob: a plain
+  // form post would be refused, since another site could make a browser send one.
+  form.addEventListener("submit", function (ev) { ev.preventDefault(); });
+  document.getElementById("download").addEventListener("click", function () {
+    clearMessages();
+    api("POST", "/check", {space: space, policy: editor.value}).then(function (c) {
+      if (c.status !== 200 || !c.data.ok) { showError(c.data.error); return null; }
+      var headers = {"Content-Type": "application/json"};
+      if (token) { headers["Authorization"] = "Bearer " + token; }
+      return fetch(apiBase + "/overlay", {method: "POST", headers: headers, credentials: "same-origin",
+                                          body: JSON.stringify({space: space, policy: editor.value})})
+        .then(function (r) {
+          if (r.status !== 200) { return r.json().then(function (d) { showError(d.error); }); }
+          var disposition = r.headers.get("Content-Disposition") || "";
+          var match = /filename="([^"]+)"/.exec(disposition);
+          return r.blob().then(function (blob) {
+            var a = document.createElement("a");
+            a.href = URL.createObjectURL(blob);
+            a.download = match ? match[1] : "ombre-overlay.yaml";
+            document.body.appendChild(a);
+            a.click();
+            window.setTimeout(function () { URL.revokeObjectURL(a.href); a.remove(); }, 1000);
+            showOk(c.data.changed.length ? "Overlay downloaded; the draft changes " + c.data.changed.join(", ") + "."
+                                         : "Overlay downloaded; the draft changes nothing the serving policy sets.");
+          });
+        });
     });
   });
 
