@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
+from .answer_types import TYPES
 from .features import FEATURES
 
 LAYERS = ("stable_boundary", "relationship_lesson", "process_event", "short_state")
@@ -33,9 +34,11 @@ EXTRA = ("cos_context", "layer_stable_boundary", "layer_relationship_lesson", "l
          "layer_short_state", "layer_other", "age_days_log", "memory_chars_log", "query_chars_log", "asks",
          "anaphoric", "has_context", "fused_share", "fused_rank", "query_cjk", "memory_cjk",
          "holder_same", "holder_conflict", "asks_other_memory_self", "asks_self_memory_other", "attribute_shared",
-         "attribute_missing", "memory_changed")
-"""Scalars the reader reads beside the admission features (:func:`extra_scalars`); the last seven compare the two
-texts' frames (profile/frames.py): whose each is about, and what it states."""
+         "attribute_missing", "memory_changed",
+         "asks_type", "types_held", "type_missing", *(f"asks_{t}" for t in TYPES))
+"""Scalars the reader reads beside the admission features (:func:`extra_scalars`); then seven that compare the two
+texts' frames (profile/frames.py: whose each is about, and what it states), and the answer types (answer_types.py:
+what kind of answer the message asks for, and whether the memory holds one)."""
 
 
 @dataclass(frozen=True)
@@ -55,12 +58,13 @@ def vector_block(v: PairVectors) -> np.ndarray:
 
 def extra_scalars(*, cos_context: float, layer: str | None, age_days: float, memory_chars: int, query_chars: int,
                   asks: bool, anaphoric: bool, has_context: bool, fused_share: float, fused_rank: int,
-                  query_cjk: bool, memory_cjk: bool, frames: Sequence[float]) -> list[float]:
-    """The scalars of :data:`EXTRA`, in order (``frames``: :func:`frame_pair`)."""
+                  query_cjk: bool, memory_cjk: bool, frames: Sequence[float], answer: Sequence[float]) -> list[float]:
+    """The scalars of :data:`EXTRA`, in order (``frames``: :func:`frame_pair`; ``answer``:
+    :func:`~.answer_types.answer_type_features`)."""
     return [cos_context, *(float(layer == name) for name in LAYERS), float(layer not in LAYERS),
             math.log1p(max(0.0, age_days)) / 7.0, math.log1p(memory_chars) / 7.0, math.log1p(query_chars) / 7.0,
             float(asks), float(anaphoric), float(has_context), fused_share, min(fused_rank, 20) / 20.0,
-            float(query_cjk), float(memory_cjk), *frames]
+            float(query_cjk), float(memory_cjk), *frames, *answer]
 
 
 def frame_pair(q, m) -> list[float]:

@@ -19,6 +19,7 @@ from ..buckets import build_moments
 from ..profile.frames import FrameReader
 from ..recall_types import Candidate, QueryPlan
 from ..store.interfaces import Search
+from .answer_types import answer_type_features
 from .asked import lexical_match
 from .candidates import conversation_vector
 from .features import candidate_features
@@ -76,7 +77,8 @@ def reader_rows(store: Search, space: str, plan: QueryPlan, weighed: Sequence[Ca
                               memory_chars=len(b.main_text or b.title), query_chars=len(query),
                               asks=not plan.unasked, anaphoric=plan.anaphoric, has_context=bool(plan.topic),
                               fused_share=c.fused / top_fused if top_fused > 0 else 0.0, fused_rank=c.rank,
-                              query_cjk=plan.query_is_cjk, memory_cjk=bool(q.cjk.get(b.id)), frames=pair)
+                              query_cjk=plan.query_is_cjk, memory_cjk=bool(q.cjk.get(b.id)), frames=pair,
+                              answer=answer_type_features(query, text))
         out[b.id] = row(feats, feature_names, extra, PairVectors(q_e5, m_e5, np.asarray(q_use, np.float32), m_use))
     return out
 

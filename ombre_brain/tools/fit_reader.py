@@ -1,6 +1,7 @@
 """`fit-reader`: fit the reader on authored memory stores, report it cross-validated, write its weights.
 
-The rows come from :mod:`.reader_data` (the stores in ``training/read/`` read through the real pipeline). A tenth
+The rows come from :mod:`.reader_data`: the authored stores in ``training/read/stores_*.yaml`` read through the real
+pipeline, and the labelled conversations in ``training/read/conversations_*.yaml`` replayed as real chats. A tenth
 of the stores (every tenth by id) is held apart and never fitted on: the command reports its figures beside the
 5-fold cross-validated ones (folds grouped by store, so no store is on both sides). The model is scikit-learn's
 multilayer perceptron (one hidden ReLU layer, on standardised inputs); its logit is calibrated by Platt scaling on
@@ -27,7 +28,7 @@ from ..errors import ValidationError
 from ..retrieval.reader import EXTRA, ReaderModel, input_names, model_dir
 from .calibrate import auc, fit_logistic
 from .eval_inject import expected_calibration_error
-from .reader_data import Rows, build_rows, load_stores
+from .reader_data import Rows, build_conversation_rows, build_rows, load_stores, merge
 
 __all__ = ["fit_reader", "format_reader_fit"]
 
@@ -138,6 +139,17 @@ def _by(rows: Rows, p: np.ndarray, mask: np.ndarray, bars: tuple[float, float], 
     return {k: {kind: _share(ok, n) for kind, (n, ok) in v.items()} for k, v in sorted(out.items())}
 
 
+def _is_conversations(path: str | Path) -> bool:
+    """A file in the ``eval conversation`` format (``conversations:``) rather than authored stores (``stores:``)."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("conversations:"):
+                return True
+            if line.startswith("stores:"):
+                return False
+    return False
+
+
 def _choose(rows: Rows, p: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
     grid = [round(t, 2) for t in np.arange(0.2, 0.96, 0.01)]
     look = next((t for t in grid if message_trade(rows, p, mask, t)["lookups"]["false"]["pct"] is None
@@ -153,7 +165,12 @@ def fit_reader(paths: Sequence[str | Path], *, config=None, folds: int = 5, out:
     if rows_file is not None and Path(rows_file).exists():
         rows = Rows.load(rows_file)
     else:
-        rows = build_rows(load_stores(paths), config=config, progress=progress)
+        stores = [p for p in paths if not _is_conversations(p)]
+        convs = [p for p in paths if _is_conversations(p)]
+        parts = [build_rows(load_stores(stores), config=config, progress=progress)] if stores else []
+        if convs:
+            parts.append(build_conversation_rows(convs, config=config, progress=progress))
+        rows = merge(*parts)
         if rows_file is not None:
             rows.save(rows_file)
     stores = sorted(set(rows.store))

@@ -28,7 +28,7 @@ from ..retrieval.features import FEATURES
 from ..text import is_cjk_text
 from ..turn.conversation import normalize_context
 
-__all__ = ["Message", "Rows", "Store", "build_rows", "load_stores"]
+__all__ = ["Message", "Rows", "Store", "build_conversation_rows", "build_rows", "load_stores", "merge"]
 
 NOW = datetime(2026, 11, 1, 20, 0, tzinfo=timezone.utc)  # the stores' "today": days_ago counts back from it
 OLD_DAYS = 400  # a memory without days_ago was said long ago
@@ -159,3 +159,63 @@ def build_rows(stores: Sequence[Store], *, config=None, progress: bool = True) -
                 messages.append(info)
     return Rows(np.stack(xs).astype(np.float32), np.array(ys, dtype=np.float32), groups, np.array(msg_ix), messages,
                 names)
+
+
+def build_conversation_rows(paths: Sequence[str | Path], *, config=None, progress: bool = True) -> Rows:
+    """Labelled conversations (the ``eval conversation`` format) replayed as real turns, the labels written in place of
+    the write decision: at each message with a ``recall`` label, the weighed candidates' rows, labelled 1 when the
+    memory holds a recall word (``recall: none``: every one 0). The store, the session's cooldowns, the conversation
+    heard and the candidates are exactly a chat's."""
+    from .eval_conversation import _oracle, load_conversations, replayed
+
+    cfg = load_config(config)
+    names = FEATURES.names
+    xs, ys, groups, msg_ix, messages = [], [], [], [], []
+    convs = [c for p in paths for c in load_conversations(p)]
+    with tempfile.TemporaryDirectory(prefix="ombre-reader-") as d, Brain.open(d, cfg) as brain:
+        for k, conv in enumerate(convs):
+            if progress:
+                print(f"[{k + 1}/{len(convs)}] {conv.id}", file=sys.stderr, flush=True)
+            space = f"conv:{conv.id}"
+            for n, (_si, sid, _ei, ex, at, history) in enumerate(replayed(conv)):
+                turn = brain.turn(space, sid, ex.user, at, context=list(history))
+                found = turn.debug.get("retrieval")
+                if ex.recall is not None:
+                    words = [w.lower() for w in ex.recall]
+                    info = {"store": conv.id, "shape": ex.kind or "unlabelled", "lang": ex.lang,
+                            "xlang": ex.xlang_label, "answers": [], "asks": not turn.plan.unasked, "weighed": 0,
+                            "in_reach": False, "text": ex.user}
+                    if found is not None and found.candidates:
+                        with brain.store.turn_scope(space):
+                            q = brain.admitter.query_evidence(space, turn.plan, found)
+                            weighed = [c for c in found.candidates if q.weighs(c, cfg.retrieval.admission.max_rank)]
+                            rows = brain.admitter.reading.rows(space, turn.plan, found, q, weighed, names, at)
+                        hits = {c.bucket.id for c in found.candidates
+                                if any(w in f"{c.bucket.title}\n{c.bucket.body}".lower() for w in words)}
+                        for bid, r in rows.items():
+                            xs.append(r)
+                            ys.append(1.0 if bid in hits else 0.0)
+                            groups.append(conv.id)
+                            msg_ix.append(len(messages))
+                        info.update(answers=sorted(hits) if words else [], weighed=len(rows),
+                                    in_reach=bool(hits & set(rows)))
+                        if words and not hits:  # the answer is not even a candidate: no row can teach it
+                            info["answers"] = ["(not found)"]
+                    elif words:
+                        info["answers"] = ["(not found)"]
+                    messages.append(info)
+                _oracle(brain, space, ex, at, n)
+    return Rows(np.stack(xs).astype(np.float32), np.array(ys, dtype=np.float32), groups, np.array(msg_ix), messages,
+                names)
+
+
+def merge(*parts: Rows) -> Rows:
+    """Rows of several builds as one (message indexes shifted)."""
+    xs, ys, store, msg, messages = [], [], [], [], []
+    for r in parts:
+        xs.append(r.x)
+        ys.append(r.y)
+        store += r.store
+        msg.append(r.message + len(messages))
+        messages += r.messages
+    return Rows(np.vstack(xs), np.concatenate(ys), store, np.concatenate(msg), messages, parts[0].feature_names)
