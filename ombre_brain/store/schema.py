@@ -128,7 +128,13 @@ def _fill_claims(ledger, c) -> None:
               "FROM buckets WHERE true ON CONFLICT DO NOTHING")  # WHERE: SQLite's parser needs it here
 
 
-STEPS = (CORE, INDEXES, _add_roles, ROLES_INDEX, _add_second, CHANGES, CLAIMS, _fill_claims)
+def _context_never_proves(ledger, c) -> None:
+    """A ``context`` section (the companion's question beside a short answer) became context-only: moments stored
+    before keep their text and vectors and only stop proving a hit on their bucket (``CONTEXT_ONLY_SECTIONS``)."""
+    c.execute("UPDATE moments SET context_only = 1 WHERE section = 'context' AND context_only = 0")
+
+
+STEPS = (CORE, INDEXES, _add_roles, ROLES_INDEX, _add_second, CHANGES, CLAIMS, _fill_claims, _context_never_proves)
 
 
 def ensure_store_schema(ledger) -> None:
