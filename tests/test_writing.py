@@ -105,6 +105,12 @@ def test_repeats_join_updates_link_and_other_memories_stay_apart():
     ("We fought a few days ago, then made up", False, None),  # "We" is not Wednesday
     ("I am 30 years old", False, None), ("I may go", False, None), ("我今天很累", False, None),
     ("我养了一只猫，叫豆包，三岁了", False, None),
+    # a number is a quantity, not a date (issue 53, finding 4), unless it says it is a date
+    ("我每周跑步3-5次", False, None), ("I usually drink 1-3 cups of coffee a day", False, None),
+    ("I run 3-5 times a week", False, None), ("I slept 7-8 hours", False, None), ("12-15个人来聚会", False, None),
+    ("买了1.5公斤苹果", False, None), ("我考了95分", False, None), ("我每天走8000步", False, None),
+    ("3月5日我要去上海", True, "2027-03-05T00:00:00+08:00"), ("我3月5日生日", False, "2026-03-05T00:00:00+08:00"),
+    ("see you on 12/24", True, "2026-12-24T00:00:00+08:00"), ("会议在2026-11-05", True, "2026-11-05T00:00:00+08:00"),
 ])
 def test_a_stated_time_becomes_the_event_time(text, ahead, want):
     got = event_time(text, AT, looks_ahead=ahead)
