@@ -150,7 +150,8 @@ def test_capsule_keeps_the_moment_verbatim_within_the_limit():
 
 def test_summary():
     assert render_summary(dataclasses.replace(HOTPOT, summary="一起吃火锅"), CFG) == "一起吃火锅"
-    assert render_summary(HOTPOT, CFG) == "第一次一起吃火锅：那天晚上我们去吃了重庆火锅，小雨被辣得直喝酸梅汤，还笑着说下次要挑战特辣。"
+    assert render_summary(HOTPOT, CFG) == ("第一次一起吃火锅：那天晚上我们去吃了重庆火锅，"
+                                           "小雨被辣得直喝酸梅汤，还笑着说下次要挑战特辣。")
     long = dataclasses.replace(HOTPOT, summary="很长" * 100)
     s = render_summary(long, CFG)
     assert len(s) == RC.summary_chars and s.endswith("…")
@@ -164,7 +165,8 @@ def test_chain_bundle_has_path_summary_and_temperature():
                     valence=0.8, arousal=0.3)
     path = (PathStep("sea", "shell", "same_event", 0.9, 0.8), PathStep("shell", "chime", "context_of", 0.8, 0.5))
     text = render_chain_bundle(seed, path, target, CFG, titles={"shell": "捡贝壳"})
-    assert text == "一起去海边 → same event → 捡贝壳 → context of → 贝壳风铃：小雨把贝壳做成了风铃，挂在窗边。 (warm, calm)"
+    assert text == ("一起去海边 → same event → 捡贝壳 → context of → "
+                    "贝壳风铃：小雨把贝壳做成了风铃，挂在窗边。 (warm, calm)")
     assert "resolved" not in text
 
 
@@ -177,11 +179,13 @@ def test_layer_blocks():
     assert render_dream(Bucket(id="d", space="s", title="梦", type="dream", body="我梦见海。")) == "我梦见海。"
     rule = Bucket(id="c", space="s", title="过敏", body="小雨对花生过敏。")
     assert render_stable_rule(rule) == "过敏：小雨对花生过敏。"
-    assert render_recent_compact(HOTPOT, CFG) == "第一次一起吃火锅：那天晚上我们去吃了重庆火锅，小雨被辣得直喝酸梅汤，还笑着说下次要挑战特辣。"
+    assert render_recent_compact(HOTPOT, CFG) == ("第一次一起吃火锅：那天晚上我们去吃了重庆火锅，"
+                                                  "小雨被辣得直喝酸梅汤，还笑着说下次要挑战特辣。")
 
 
 def test_a_title_made_from_the_text_is_not_said_twice():
-    """Issue 53, finding 7: "我养了一只猫叫豆包：我养了一只猫叫豆包" lost 三岁了; "### Task:: ### Task" doubled a colon."""
+    """Issue 53, finding 7: "我养了一只猫叫豆包：我养了一只猫叫豆包" lost 三岁了; "### Task:: ### Task" had two
+    colons."""
     cat = Bucket(id="cat", space="s", title="我养了一只猫叫豆包", body="我养了一只猫叫豆包，三岁了")
     assert render_recent_compact(cat, CFG) == "我养了一只猫叫豆包，三岁了"
     assert render_summary(cat, CFG) == "我养了一只猫叫豆包，三岁了"

@@ -15,7 +15,7 @@ from ombre_brain.writing.compose import split_sides
 from ombre_brain.writing.decision import decide
 from ombre_brain.writing.joining import find_join, own_words, similarity
 from ombre_brain.writing.model import USER_LABELS, WriteModel, load_model
-from ombre_brain.writing.signals import SIGNAL_NAMES, compiled, dont_keep, is_question, signals
+from ombre_brain.writing.signals import SIGNAL_NAMES, compiled, dont_keep, is_question, question_of, signals
 from ombre_brain.writing.when import event_time
 
 CFG = load_config()
@@ -115,6 +115,17 @@ def test_repeats_join_updates_link_and_other_memories_stay_apart():
 def test_a_stated_time_becomes_the_event_time(text, ahead, want):
     got = event_time(text, AT, looks_ahead=ahead)
     assert (got.isoformat() if got else None) == want
+
+
+def test_only_the_companions_question_goes_with_a_short_answer():
+    """Issue 53, finding 5: the rest of the companion's message is never part of the user's memory."""
+    sig = compiled(CFG.writer.signals)
+    assert question_of("辛苦啦！搬到哪个城市了呀？", sig) == "搬到哪个城市了呀？"
+    assert question_of("Long day, you made it! What are you cooking for dinner tonight?", sig) == \
+        "What are you cooking for dinner tonight?"
+    assert question_of("你在哪呢", sig) == "你在哪呢"  # a question by its particle
+    assert question_of("好的，我听着呢。", sig) is None  # the full stop says it is none
+    assert question_of("That's rough.", sig) is None and question_of(None, sig) is None
 
 
 def test_affect_follows_the_exchange():

@@ -157,8 +157,14 @@ def run_phase(name: str, exe: Path, run: Path, ombre_url: str, upstream: Upstrea
         chat1 = _chat(page, url, CHAT_1, upstream, f"{name} chat 1")
         _drain(ombre_url, space)
         chat2 = _chat(page, url, CHAT_2, upstream, f"{name} chat 2")
-        if shots:
-            page.screenshot(path=str(shots / f"openwebui-{name}-chat2.png"), full_page=True)
+        if shots:  # the chat scrolls inside the page: its top (the cat, the allergy), then its end
+            page.mouse.move(640, 400)
+            page.mouse.wheel(0, -30000)
+            time.sleep(1.5)
+            page.screenshot(path=str(shots / f"openwebui-{name}-chat2-top.png"))
+            page.mouse.wheel(0, 30000)
+            time.sleep(1.5)
+            page.screenshot(path=str(shots / f"openwebui-{name}-chat2.png"))
         _drain(ombre_url, space)
         buckets = httpx.get(f"{ombre_url}/v1/buckets", params={"space": space, "limit": 500}, timeout=10).json()
         sessions = httpx.get(f"{ombre_url}/api/gateway-injections", params={"space": space, "limit": 100},
