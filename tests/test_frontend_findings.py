@@ -112,11 +112,14 @@ def test_finding_7_recent_context_keeps_the_detail(proxy):
 def test_finding_5_a_store_written_before_stops_proving_hits_with_context(tmp_path):
     """Moments of a ``context`` section stored before it became context-only are turned so when the store opens."""
     body = "我下周要去成都出差\n\n### context\nLong day! What are you cooking for dinner tonight?"
+    from ombre_brain.store.schema import STEPS, _context_never_proves
+
     with Brain.open(tmp_path / "old", CONFIG) as brain:
         brain.write(space=SPACE, id="trip", title="我下周要去成都出差", body=body)
-        with brain.store.ledger.tx() as c:  # as a store from before wrote it, one migration step behind
+        with brain.store.ledger.tx() as c:  # as a store from before wrote it, before the step that turns them
             c.execute("UPDATE moments SET context_only = 0 WHERE section = 'context'")
-            c.execute("UPDATE schema_versions SET version = version - 1 WHERE component = 'store'")
+            c.execute("UPDATE schema_versions SET version = ? WHERE component = 'store'",
+                      (STEPS.index(_context_never_proves),))
     with Brain.open(tmp_path / "old", CONFIG) as brain:
         rows = brain.store.ledger.query("SELECT section, context_only FROM moments WHERE bucket_id = 'trip'")
         assert {(r["section"], r["context_only"]) for r in rows} == {("title", 0), ("original", 0), ("context", 1)}
