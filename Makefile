@@ -15,7 +15,7 @@ export TRANSFORMERS_OFFLINE=1
 export ANONYMIZED_TELEMETRY=False
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# `make e2e-openwebui`: the real Open WebUI (installed once into its own virtualenv under E2E_CACHE, about 1 GB) in
+# `make e2e-openwebui`: the real Open WebUI (installed once into its own virtualenv under E2E_CACHE, 7.5 GB with torch) in
 # front of `ombre-brain serve` and the stand-in upstream, two chats driven in headless Chromium (tests/e2e/). Not part
 # of `make test`. E2E_ARGS passes options on, e.g. E2E_ARGS="--screenshots docs/screenshots".
 E2E_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ombre-brain/e2e-openwebui

@@ -33,13 +33,15 @@ def chromium() -> str:
 
 
 def ensure_openwebui(cache: Path, version: str) -> Path:
-    """Open WebUI ``version`` in ``cache``/venv (about 1 GB, a few minutes the first time); its ``open-webui``."""
+    """Open WebUI ``version`` in ``cache``/venv, installed once (7.5 GB here: its dependencies bring torch with CUDA;
+    a few minutes the first time); its ``open-webui`` command."""
     env_dir = cache / "venv"
     exe = env_dir / "bin" / "open-webui"
     stamp = env_dir / f".open-webui-{version}"
     if exe.exists() and stamp.exists():
         return exe
-    print(f"installing open-webui=={version} into {env_dir} (about 1 GB; a few minutes the first time)", flush=True)
+    print(f"installing open-webui=={version} into {env_dir} (about 7.5 GB with its torch; a few minutes the first "
+          "time)", flush=True)
     cache.mkdir(parents=True, exist_ok=True)
     if not (env_dir / "bin" / "python").exists():
         venv.EnvBuilder(with_pip=True).create(env_dir)
