@@ -15,7 +15,14 @@ export TRANSFORMERS_OFFLINE=1
 export ANONYMIZED_TELEMETRY=False
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: venv test demo lint bench eval clean browser
+# `make e2e-openwebui`: the real Open WebUI (installed once into its own virtualenv under E2E_CACHE, 7.5 GB with torch) in
+# front of `ombre-brain serve` and the stand-in upstream, two chats driven in headless Chromium (tests/e2e/). Not part
+# of `make test`. E2E_ARGS passes options on, e.g. E2E_ARGS="--screenshots docs/screenshots".
+E2E_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ombre-brain/e2e-openwebui
+OPENWEBUI_VERSION ?= 0.12.4
+E2E_ARGS ?=
+
+.PHONY: venv test demo lint bench eval clean browser e2e-openwebui
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -47,6 +54,9 @@ test: venv browser
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 	OMBRE_TEST_CHROMA=http $(PY) -m pytest -q $(PYTEST_ARGS) $(HTTP_MODE_TESTS)
 	OMBRE_TEST_LEDGER=postgres $(PY) -m pytest -q $(PYTEST_ARGS) $(PG_MODE_TESTS)
+
+e2e-openwebui: venv browser
+	$(PY) -m tests.e2e.openwebui --cache "$(E2E_CACHE)" --version $(OPENWEBUI_VERSION) $(E2E_ARGS)
 
 demo: venv
 	$(VENV)/bin/ombre-brain demo --data $(DATA) --host $(HOST) --port $(PORT)

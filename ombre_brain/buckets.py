@@ -47,7 +47,7 @@ SECTION_ALIASES = {
     "片段": "moment", "原文": "original", "事实": "fact", "背景": "context", "反思": "reflection",
     "感受": "feeling", "情绪锚点": "affect_anchor", "评论": "comment", "喜欢的理由": "favorite_reason",
 }
-CONTEXT_ONLY_SECTIONS = frozenset({"comment", "affect_anchor", "favorite_reason"})
+CONTEXT_ONLY_SECTIONS = frozenset({"comment", "affect_anchor", "favorite_reason", "context"})  # never prove a hit
 BUCKET_TYPES = ("dynamic", "permanent", "feel", "dream", "source", "journal", "letter", "plan", "self")
 SUBJECTS = ("user", "relationship", "event")
 WRITER_LAYERS = ("stable_boundary", "short_state", "process_event", "relationship_lesson")

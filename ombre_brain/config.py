@@ -231,6 +231,7 @@ class UpstreamConfig:
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     model: str | None = None
+    models: tuple[str, ...] = ()  # GET /v1/models when the upstream lists none
     timeout_s: float = field(default=60, metadata=_rng(0.01, 3600))
     retries: int = field(default=2, metadata=_rng(0, 20))
 

@@ -338,10 +338,11 @@ _NUMBER_RE = re.compile(r"[0-9]+(?:[.:/-][0-9]+)*")
 _NAME_RE = re.compile(r"(?<![A-Za-z0-9'])[A-Z][A-Za-z]+(?:[-'][A-Za-z]+)?")
 
 
-_ASKS_RE = re.compile(r"[?？]|吗|什么|哪|谁|(?<![这前好])几[个次天年号点]|多少|为什么|怎么|是不是|有没有"
+# 啥 and 咋 are the spoken 什么 and 怎么 ("我教啥的", "那教的啥科目呢").
+_ASKS_RE = re.compile(r"[?？]|吗|什么|啥|哪|谁|(?<![这前好])几[个次天年号点]|多少|为什么|怎么|咋|是不是|有没有"
                       r"|^(what|which|who|when|where|why|how|do|did|does|is|are|was|were|can|could)\b")
-_SELF_QUESTION_RE = re.compile(r"(我|我们|我家).*(什么|哪|谁|(?<![这前好])几[个次天年号点]|多少)"
-                               r"|(什么|哪|谁).*(我|我们)|\b(what|which|who|when|where)\b.*\b(my|i|we|our|me)\b")
+_SELF_QUESTION_RE = re.compile(r"(我|我们|我家).*(什么|啥|哪|谁|(?<![这前好])几[个次天年号点]|多少)"
+                               r"|(什么|啥|哪|谁).*(我|我们)|\b(what|which|who|when|where)\b.*\b(my|i|we|our|me)\b")
 
 
 def _question_flags(folded: str) -> dict[str, bool]:

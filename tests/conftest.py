@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from .standin import StandInUpstream  # noqa: F401  (the tests import it from here)
+
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["ANONYMIZED_TELEMETRY"] = "False"
@@ -521,106 +523,6 @@ def client(server):
 
     with httpx.Client(base_url=server.url, timeout=30) as c:
         yield c
-
-
-class StandInUpstream:
-    """A real OpenAI-compatible LLM stand-in on loopback (http.server): records requests, answers from a script.
-
-    ``status`` != 200 answers every chat call with that status and ``error_body``; ``delay`` slows
-    chat answers; streamed answers send ``chunks`` as SSE events ``chunk_delay`` apart. Calls from
-    the LLM extractor (recognised by its system prompt) answer ``extraction``, each one delayed
-    by the next value popped from ``extract_delays`` and failing while ``extract_status`` != 200.
-    """
-
-    def __init__(self) -> None:
-        import json
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        from ombre_brain.writing.extractor import EXTRACTOR_PROMPT
-
-        self.reset()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def _send(self, status: int, body: bytes, ctype: str = "application/json", extra=()) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                for k, v in extra:
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                body = json.loads(raw)
-                msgs = body.get("messages") or [{}]
-                extractor = msgs[0].get("content") == EXTRACTOR_PROMPT
-                outer.requests.append({"path": self.path, "headers": dict(self.headers), "raw": raw, "body": body,
-                                       "extractor": extractor})
-                try:
-                    if extractor:
-                        time.sleep(outer.extract_delays.pop(0) if outer.extract_delays else 0)
-                        if outer.extract_status != 200:
-                            return self._send(outer.extract_status, outer.error_body)
-                        content = json.dumps(outer.extraction, ensure_ascii=False)
-                        return self._send(200, json.dumps({"choices": [{"message": {
-                            "role": "assistant", "content": content}}]}).encode())
-                    time.sleep(outer.delay)
-                    if outer.status != 200:
-                        return self._send(outer.status, outer.error_body, extra=[("Retry-After", "7")])
-                    if body.get("stream") is not True or outer.ignore_stream:
-                        return self._send(200, json.dumps({
-                            "id": "cmpl-1", "object": "chat.completion", "model": body.get("model"),
-                            "choices": [{"index": 0, "message": {"role": "assistant", "content": outer.reply},
-                                         "finish_reason": "stop"}]}, ensure_ascii=False).encode())
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/event-stream")
-                    self.send_header("Connection", "close")
-                    self.end_headers()
-                    for i, piece in enumerate([*outer.chunks, None]):
-                        if i:
-                            time.sleep(outer.chunk_delay)
-                        if piece is None:
-                            self.wfile.write(b"data: [DONE]\n\n")
-                        else:
-                            event = {"choices": [{"index": 0, "delta": {"content": piece}}]}
-                            self.wfile.write(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
-                        self.wfile.flush()
-                except OSError:  # the caller went away (killed server, timeout)
-                    pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.block_on_close = False
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def reset(self) -> None:
-        """Forget recorded requests and go back to the default script."""
-        self.requests: list[dict] = []
-        self.status, self.error_body, self.delay = 200, b'{"error": {"message": "stand-in error"}}', 0.0
-        self.reply = "I remember the sea."
-        self.chunks = ["I ", "remember ", "the ", "sea."]
-        self.chunk_delay = 0.0
-        self.ignore_stream = False  # answer JSON even when asked to stream
-        self.extraction: dict = {"user": None, "relationship": None}
-        self.extract_delays: list[float] = []
-        self.extract_status = 200
-
-    def chat_requests(self) -> list[dict]:
-        return [r for r in self.requests if not r["extractor"]]
-
-    def extractor_requests(self) -> list[dict]:
-        return [r for r in self.requests if r["extractor"]]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

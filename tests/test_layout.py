@@ -224,10 +224,14 @@ def test_run_turn_reads_as_the_pipeline():
 
 
 def test_pure_stages_import_no_io():
-    """Gates, diffusion, render, budget, fusion and layer inference stay free of Chroma, SQLite and Flask."""
+    """Gates, diffusion, render, budget, fusion, layer inference and the client adapters stay free of Chroma, SQLite,
+    Flask and HTTP."""
     pure = ["ombre_brain.turn.gates", "ombre_brain.turn.reasons", "ombre_brain.turn.diffusion",
             "ombre_brain.turn.render", "ombre_brain.turn.budget", "ombre_brain.retrieval.fusion",
-            "ombre_brain.memory_layers", "ombre_brain.recall_policy", "ombre_brain.text", "ombre_brain.timeutil"]
+            "ombre_brain.memory_layers", "ombre_brain.recall_policy", "ombre_brain.text", "ombre_brain.timeutil",
+            "ombre_brain.gateway.clients.registry", "ombre_brain.gateway.clients.request",
+            "ombre_brain.gateway.clients.openwebui", "ombre_brain.gateway.clients.sillytavern",
+            "ombre_brain.gateway.clients.librechat", "ombre_brain.gateway.clients.openai"]
     for m in pure:
         text = MODULES[m].read_text(encoding="utf-8")
         for lib in ("chromadb", "sqlite3", "flask", "httpx"):

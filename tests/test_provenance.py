@@ -130,9 +130,11 @@ def test_a_ledger_from_before_claims_is_filled_on_open(brain_path):
 
     b = Brain.open(brain_path)
     bid = b.write(SPACE, source="old-source", **TEXT)
+    from ombre_brain.store.schema import CLAIMS, STEPS
+
     with b.ledger.tx() as c:  # as a ledger written before the claims step existed
         c.execute("DROP TABLE bucket_sources")
-        c.execute("UPDATE schema_versions SET version = version - 2 WHERE component = 'store'")
+        c.execute("UPDATE schema_versions SET version = ? WHERE component = 'store'", (STEPS.index(CLAIMS),))
     b.close()
     b = Brain.open(brain_path)
     try:

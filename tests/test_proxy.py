@@ -181,9 +181,10 @@ def test_space_comes_from_header_token_or_default_never_from_content(make_proxy,
     assert client.post("/v1/chat/completions", json=body).status_code == 401
     r = client.post("/v1/chat/completions", json=body, headers=auth)
     assert r.status_code == 200 and r.headers["X-Ombre-Space"] == "haven:a"
+    session = r.headers["X-Ombre-Session"]  # no session header: the chat's own, derived from its opening
     r = client.post("/v1/chat/completions", json=body, headers=auth | {"X-Ombre-Space": "haven:b"})
     assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
-    assert brain.gateway.injections("haven:a", "default", 5) and not brain.gateway.injections("haven:evil")
+    assert brain.gateway.injections("haven:a", session, 5) and not brain.gateway.injections("haven:evil")
     assert len(standin.chat_requests()) == 1
 
 

@@ -147,12 +147,13 @@ def test_capsule_keeps_the_moment_verbatim_within_the_limit():
 
 def test_summary():
     assert render_summary(dataclasses.replace(HOTPOT, summary="一起吃火锅"), CFG) == "一起吃火锅"
-    assert render_summary(HOTPOT, CFG) == "第一次一起吃火锅：那天晚上我们去吃了重庆火锅"
+    assert render_summary(HOTPOT, CFG) == ("第一次一起吃火锅：那天晚上我们去吃了重庆火锅，"
+                                           "小雨被辣得直喝酸梅汤，还笑着说下次要挑战特辣。")
     long = dataclasses.replace(HOTPOT, summary="很长" * 100)
     s = render_summary(long, CFG)
     assert len(s) == RC.summary_chars and s.endswith("…")
     en = Bucket(id="e", space="s", title="Beach day", body="We walked along the shore, then ate ice cream.")
-    assert render_summary(en, CFG) == "Beach day: We walked along the shore"
+    assert render_summary(en, CFG) == "Beach day: We walked along the shore, then ate ice cream."
 
 
 def test_chain_bundle_has_path_summary_and_temperature():
@@ -161,7 +162,8 @@ def test_chain_bundle_has_path_summary_and_temperature():
                     valence=0.8, arousal=0.3)
     path = (PathStep("sea", "shell", "same_event", 0.9, 0.8), PathStep("shell", "chime", "context_of", 0.8, 0.5))
     text = render_chain_bundle(seed, path, target, CFG, titles={"shell": "捡贝壳"})
-    assert text == "一起去海边 → same event → 捡贝壳 → context of → 贝壳风铃：小雨把贝壳做成了风铃 (warm, calm)"
+    assert text == ("一起去海边 → same event → 捡贝壳 → context of → "
+                    "贝壳风铃：小雨把贝壳做成了风铃，挂在窗边。 (warm, calm)")
     assert "resolved" not in text
 
 
@@ -174,7 +176,26 @@ def test_layer_blocks():
     assert render_dream(Bucket(id="d", space="s", title="梦", type="dream", body="我梦见海。")) == "我梦见海。"
     rule = Bucket(id="c", space="s", title="过敏", body="小雨对花生过敏。")
     assert render_stable_rule(rule) == "过敏：小雨对花生过敏。"
-    assert render_recent_compact(HOTPOT, CFG) == "第一次一起吃火锅：那天晚上我们去吃了重庆火锅"
+    assert render_recent_compact(HOTPOT, CFG) == ("第一次一起吃火锅：那天晚上我们去吃了重庆火锅，"
+                                                  "小雨被辣得直喝酸梅汤，还笑着说下次要挑战特辣。")
+
+
+def test_a_title_made_from_the_text_is_not_said_twice():
+    """Issue 53, finding 7: "我养了一只猫叫豆包：我养了一只猫叫豆包" lost 三岁了; "### Task:: ### Task" had two
+    colons."""
+    cat = Bucket(id="cat", space="s", title="我养了一只猫叫豆包", body="我养了一只猫叫豆包，三岁了")
+    assert render_recent_compact(cat, CFG) == "我养了一只猫叫豆包，三岁了"
+    assert render_summary(cat, CFG) == "我养了一只猫叫豆包，三岁了"
+    fight = Bucket(id="f", space="s", title="Alex and I had a huge fight about movin…",
+                   body="Alex and I had a huge fight about moving closer to my parents. sleeping in separate rooms")
+    assert render_recent_compact(fight, CFG) == "Alex and I had a huge fight about moving closer to my parents."
+    paper = Bucket(id="p", space="s", title="my paper got rejected. reviewer 2 calle…",
+                   body="my paper got rejected. reviewer 2 called it 'unremarkable'. I cried in the lab loo")
+    assert render_recent_compact(paper, CFG) == "my paper got rejected. reviewer 2 called it 'unremarkable'."
+    task = Bucket(id="t", space="s", title="### Task:", body="Predict 3-5 useful messages. Then more.")
+    assert render_recent_compact(task, CFG) == "### Task: Predict 3-5 useful messages."
+    long = Bucket(id="l", space="s", title="长", body="很长" * 100)
+    assert len(render_recent_compact(long, CFG)) == RC.summary_chars
 
 
 # ---------------------------------------------------------------- quoting and markdown

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from ombre_brain import Brain
+from ombre_brain.buckets import build_moments
 from ombre_brain.writing.model import WriteModel
 from ombre_brain.writing.signals import SIGNAL_NAMES
 
@@ -106,8 +107,10 @@ def test_a_short_answer_to_the_companions_question_is_kept_with_the_question(wbr
     history = [{"role": "user", "content": "我今天刚搬完家"},
                {"role": "assistant", "content": "辛苦啦！搬到哪个城市了呀？"}]
     (b,) = ingest(wbrain, "haven:answer", "成都，离我爸妈近一点", history=history, reply="成都好呀，吃的多。")
-    assert b.body.startswith("成都，离我爸妈近一点") and "### context\n辛苦啦！搬到哪个城市了呀？" in b.body
-    assert b.title == "成都"
+    assert b.body.startswith("成都，离我爸妈近一点") and "### context\n搬到哪个城市了呀？" in b.body
+    assert "辛苦啦" not in b.body  # only the question: the rest of the companion's message is not the user's memory
+    assert b.title == "成都" and b.main_text == "成都，离我爸妈近一点"  # the question never proves a hit (issue 53)
+    assert [m.context_only for m in build_moments(b) if m.section == "context"] == [True]
 
 
 def test_a_lesson_and_a_fact_in_one_message_are_two_memories(wbrain):

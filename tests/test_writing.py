@@ -15,7 +15,7 @@ from ombre_brain.writing.compose import split_sides
 from ombre_brain.writing.decision import decide
 from ombre_brain.writing.joining import find_join, own_words, similarity
 from ombre_brain.writing.model import USER_LABELS, WriteModel, load_model
-from ombre_brain.writing.signals import SIGNAL_NAMES, compiled, dont_keep, is_question, signals
+from ombre_brain.writing.signals import SIGNAL_NAMES, compiled, dont_keep, is_question, question_of, signals
 from ombre_brain.writing.when import event_time
 
 CFG = load_config()
@@ -105,10 +105,27 @@ def test_repeats_join_updates_link_and_other_memories_stay_apart():
     ("We fought a few days ago, then made up", False, None),  # "We" is not Wednesday
     ("I am 30 years old", False, None), ("I may go", False, None), ("我今天很累", False, None),
     ("我养了一只猫，叫豆包，三岁了", False, None),
+    # a number is a quantity, not a date (issue 53, finding 4), unless it says it is a date
+    ("我每周跑步3-5次", False, None), ("I usually drink 1-3 cups of coffee a day", False, None),
+    ("I run 3-5 times a week", False, None), ("I slept 7-8 hours", False, None), ("12-15个人来聚会", False, None),
+    ("买了1.5公斤苹果", False, None), ("我考了95分", False, None), ("我每天走8000步", False, None),
+    ("3月5日我要去上海", True, "2027-03-05T00:00:00+08:00"), ("我3月5日生日", False, "2026-03-05T00:00:00+08:00"),
+    ("see you on 12/24", True, "2026-12-24T00:00:00+08:00"), ("会议在2026-11-05", True, "2026-11-05T00:00:00+08:00"),
 ])
 def test_a_stated_time_becomes_the_event_time(text, ahead, want):
     got = event_time(text, AT, looks_ahead=ahead)
     assert (got.isoformat() if got else None) == want
+
+
+def test_only_the_companions_question_goes_with_a_short_answer():
+    """Issue 53, finding 5: the rest of the companion's message is never part of the user's memory."""
+    sig = compiled(CFG.writer.signals)
+    assert question_of("辛苦啦！搬到哪个城市了呀？", sig) == "搬到哪个城市了呀？"
+    assert question_of("Long day, you made it! What are you cooking for dinner tonight?", sig) == \
+        "What are you cooking for dinner tonight?"
+    assert question_of("你在哪呢", sig) == "你在哪呢"  # a question by its particle
+    assert question_of("好的，我听着呢。", sig) is None  # the full stop says it is none
+    assert question_of("That's rough.", sig) is None and question_of(None, sig) is None
 
 
 def test_affect_follows_the_exchange():

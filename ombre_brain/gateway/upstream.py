@@ -97,8 +97,17 @@ class Upstream:
         not read yet: the caller iterates it (each read may wait the configured timeout) and
         must close the response. Without it the whole body is read before the deadline.
         """
+        return self._send("POST", path, content, stream=stream)
+
+    def get(self, path: str) -> httpx.Response:
+        """GET (the model list) under the same deadline, key and retry rules; the body is read whole."""
+        return self._send("GET", path, None, stream=False)
+
+    def _send(self, method: str, path: str, content: bytes | None, *, stream: bool) -> httpx.Response:
         url = self.url(path)
         headers = self.headers(stream=stream)
+        if content is None:
+            headers.pop("Content-Type", None)
         attempts = self.cfg.retries + 1
         deadline = time.monotonic() + self.cfg.timeout_s
         last: Exception | None = None
@@ -106,7 +115,7 @@ class Upstream:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            request = self.client.build_request("POST", url, content=content, headers=headers,
+            request = self.client.build_request(method, url, content=content, headers=headers,
                                                 timeout=httpx.Timeout(left))
             try:
                 resp = self.client.send(request, stream=True)

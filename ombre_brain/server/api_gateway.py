@@ -5,6 +5,12 @@ system message just before the last user message. Everything else, including the
 errors, passes through untouched. Writing the exchange to memory is only queued here; the
 worker in :mod:`ombre_brain.gateway.ingest` does it later, so the live reply never waits for it.
 
+A client's background task (a chat title, tags, follow-up suggestions, a summary: see
+:mod:`ombre_brain.gateway.clients`) is not the user talking: it is forwarded byte for byte, with no memory,
+no write and no round of the session, and answered with ``X-Ombre-Memory: skipped-task``. A request that names
+no session gets the one of its chat (the chat id its client sends, else one derived from the chat's opening).
+``GET /v1/models`` passes the upstream's model list on, or lists ``upstream.models`` when it has none.
+
 Honesty: an upstream that fails before answering is a 502; a stream that stalls, breaks off or
 ends unfinished after its headers went out ends with an SSE error event the OpenAI SDKs raise
 (never a quiet end); and only a whole, understood chat completion is queued as an exchange.
@@ -21,9 +27,10 @@ import httpx
 from flask import Blueprint, Response, jsonify, request, stream_with_context
 
 from ..errors import UpstreamError, ValidationError
+from ..gateway.clients import CLIENTS, Reading
 from ..gateway.upstream import SSEText, UpstreamNotConfigured, message_text, parse_completion, transport_error
 from ..turn.conversation import split_messages
-from ..web import authorize_space, get_brain, json_body, token_default_space
+from ..web import authorize_space, current_scope, get_brain, json_body, token_default_space
 
 log = logging.getLogger("ombre_brain")
 
@@ -139,6 +146,50 @@ def _enqueue(space: str, session: str, messages: list, reply: str, model: Any) -
         log.exception("proxy: could not queue the exchange for memory writing")
 
 
+SESSION_HEADERS = {"header": "X-Ombre-Session-Id", "openwebui": "X-OpenWebUI-Chat-Id"}
+
+
+def _reading_session(reading: Reading) -> str:
+    """The session the reading found (checked like a header the caller sent), else ``default``."""
+    if reading.session is None:
+        return "default"
+    return _session(reading.session, SESSION_HEADERS.get(reading.session_via, "X-Ombre-Session-Id"))
+
+
+def _upstream():
+    upstream = get_brain().gateway.upstream
+    if not upstream.configured:
+        raise UpstreamNotConfigured("no upstream LLM is configured: set upstream.base_url "
+                                    "(e.g. http://127.0.0.1:9000/v1) in a --config overlay")
+    return upstream
+
+
+@bp.get("/v1/models")
+def models():
+    """The upstream's model list as it answers it; ``upstream.models`` (else ``upstream.model``) when it lists
+    none, cannot be asked (404) or is not configured: a frontend's connection check and model picker need one."""
+    current_scope()  # the same token as the chat completions
+    cfg = get_brain().config.upstream
+    upstream = get_brain().gateway.upstream
+    if upstream.configured:
+        resp = upstream.get("models")  # UpstreamError -> 502 JSON
+        if resp.status_code in (401, 403, 429) or resp.status_code >= 500:
+            return Response(resp.content, status=resp.status_code, headers=_headers(resp))
+        if resp.status_code < 300 and _lists_models(resp):
+            return Response(resp.content, status=resp.status_code, headers=_headers(resp))
+    names = list(cfg.models) or ([cfg.model] if cfg.model else [])
+    return jsonify({"object": "list", "data": [{"id": n, "object": "model", "created": 0, "owned_by": "upstream"}
+                                               for n in names]})
+
+
+def _lists_models(resp: httpx.Response) -> bool:
+    try:
+        data = resp.json()
+    except ValueError:
+        return False
+    return isinstance(data, dict) and isinstance(data.get("data"), list) and bool(data["data"])
+
+
 @bp.post("/v1/chat/completions")
 def chat_completions():
     body = json_body()
@@ -146,11 +197,11 @@ def chat_completions():
     if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
         raise ValidationError("expected a non-empty list of message objects", field="messages")
     space = _proxy_space()
-    session = _session(request.headers.get("X-Ombre-Session-Id") or "default", "X-Ombre-Session-Id")
-    upstream = get_brain().gateway.upstream
-    if not upstream.configured:
-        raise UpstreamNotConfigured("no upstream LLM is configured: set upstream.base_url "
-                                    "(e.g. http://127.0.0.1:9000/v1) in a --config overlay")
+    reading = CLIENTS.read(request.headers, body)
+    upstream = _upstream()
+    if reading.is_task:
+        return _forward_task(upstream, body, space, reading)
+    session = _reading_session(reading)
 
     content, memory = request.get_data(), {"X-Ombre-Memory": "none"}
     idx = _last_user(messages)
@@ -160,7 +211,7 @@ def chat_completions():
             forwarded = dict(body)
             forwarded["messages"] = [*messages[:idx], {"role": "system", "content": block}, *messages[idx:]]
             content = json.dumps(forwarded, ensure_ascii=False).encode()
-    ours = {**memory, "X-Ombre-Space": space}
+    ours = {**memory, "X-Ombre-Space": space, "X-Ombre-Session": session, "X-Ombre-Client": reading.client}
 
     stream = body.get("stream") is True
     resp = upstream.post("chat/completions", content, stream=stream)  # UpstreamError -> 502 JSON
@@ -177,6 +228,24 @@ def chat_completions():
     relay = _relay(resp, upstream.cfg.timeout_s, lambda sse: _enqueue(space, session, messages, sse.text,
                                                                        body.get("model")))
     return Response(stream_with_context(relay), status=resp.status_code, headers=headers)
+
+
+def _forward_task(upstream, body: dict, space: str, reading: Reading) -> Response:
+    """A client's background task, byte for byte: no memory turn, nothing queued, no round of any session."""
+    log.debug("proxy: %s task %r (%s) forwarded without memory", reading.client, reading.task, reading.via)
+    ours = {"X-Ombre-Memory": "skipped-task", "X-Ombre-Task": reading.task or "task", "X-Ombre-Space": space,
+            "X-Ombre-Client": reading.client}
+    stream = body.get("stream") is True
+    resp = upstream.post("chat/completions", request.get_data(), stream=stream)
+    if not stream or resp.status_code >= 400 or not resp.headers.get("content-type", "").startswith(
+            "text/event-stream"):
+        if stream:
+            upstream.read(resp)
+        return Response(resp.content, status=resp.status_code, headers=_headers(resp) | ours)
+    headers = _headers(resp) | ours | {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                       "X-Accel-Buffering": "no"}
+    return Response(stream_with_context(_relay(resp, upstream.cfg.timeout_s, lambda _sse: None)),
+                    status=resp.status_code, headers=headers)
 
 
 def _enqueue_completion(space: str, session: str, messages: list, resp: httpx.Response, model: Any) -> None:

@@ -128,6 +128,12 @@ def _fill_claims(ledger, c) -> None:
               "FROM buckets WHERE true ON CONFLICT DO NOTHING")  # WHERE: SQLite's parser needs it here
 
 
+def _context_never_proves(ledger, c) -> None:
+    """A ``context`` section (the companion's question beside a short answer) became context-only: moments stored
+    before keep their text and vectors and only stop proving a hit on their bucket (``CONTEXT_ONLY_SECTIONS``)."""
+    c.execute("UPDATE moments SET context_only = 1 WHERE section = 'context' AND context_only = 0")
+
+
 def _profile_roles(ledger, c) -> None:
     """Ledgers written before the profile existed: buckets with a stable hint gain the ``profile`` role."""
     for r in c.execute("SELECT space, id, data, roles FROM buckets").fetchall():
@@ -136,7 +142,8 @@ def _profile_roles(ledger, c) -> None:
             c.execute("UPDATE buckets SET roles = ? WHERE space = ? AND id = ?", (roles, r["space"], r["id"]))
 
 
-STEPS = (CORE, INDEXES, _add_roles, ROLES_INDEX, _add_second, CHANGES, CLAIMS, _fill_claims, _profile_roles)
+STEPS = (CORE, INDEXES, _add_roles, ROLES_INDEX, _add_second, CHANGES, CLAIMS, _fill_claims, _context_never_proves,
+         _profile_roles)
 
 
 def ensure_store_schema(ledger) -> None:

@@ -3,7 +3,9 @@
 The mode decides what the companion is told (design §5, `gateway.context_mode_lines`): telling a
 user who mentions a headache to "answer from the recalled memories only" is wrong, so the planner is
 measured on messages labelled by hand (lookups, sharing, venting, greetings, requests, intimacy,
-play, conflict, repair; Chinese and English). Needs no store: planning is pure.
+play, conflict, repair; Chinese and English). A message may carry the conversation before it
+(``context``: "user: …" / "assistant: …" lines, as the shared sets write them): it is planned as a turn
+hears it (design §14). Needs no store: planning is pure.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from ..errors import ValidationError
 from ..recall_policy import RecallPolicy
 from ..retrieval.lexical import init_jieba, tokenize
 from ..text import is_cjk_text
+from ..turn.conversation import context_messages, normalize_context
 
 
-def load_modes(path: str | Path) -> list[tuple[str, str]]:
+def load_modes(path: str | Path) -> list[tuple[str, str, tuple]]:
+    """(message, labelled mode, the conversation before it) rows."""
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
@@ -29,7 +33,10 @@ def load_modes(path: str | Path) -> list[tuple[str, str]]:
     for i, m in enumerate(data.get("messages") or ()):
         if not isinstance(m, dict) or not isinstance(m.get("q"), str) or m.get("mode") not in CONTEXT_MODES:
             raise ValidationError(f"{path}: messages[{i}] needs a text `q` and a `mode` in {', '.join(CONTEXT_MODES)}")
-        rows.append((m["q"], m["mode"]))
+        context = m.get("context") or []
+        if not isinstance(context, list) or not all(isinstance(c, str) for c in context):
+            raise ValidationError(f"{path}: messages[{i}].context must be a list of 'user: …' / 'assistant: …' lines")
+        rows.append((m["q"], m["mode"], context_messages(context)))
     if not rows:
         raise ValidationError(f"{path}: no `messages`")
     return rows
@@ -44,8 +51,10 @@ def eval_plan(path: str | Path, *, config=None) -> dict:
     confusion: Counter = Counter()
     by_lang: dict[str, list[int]] = {}
     misses = []
-    for q, want in rows:
-        got = policy.plan_query(q).context_mode
+    gw = cfg.gateway
+    for q, want, context in rows:
+        heard = normalize_context(list(context), max_messages=gw.context_messages, max_chars=gw.context_chars)
+        got = policy.plan_query(q, heard or None).context_mode
         confusion[(want, got)] += 1
         by_lang.setdefault("zh" if is_cjk_text(q) else "en", []).append(int(got == want))
         if got != want:

@@ -116,8 +116,9 @@ def with_context(plan: QueryPlan, context: Sequence[Message], plan_of: Callable[
       ``decay``, the one before ``decay²``; a message that points back ("那天晚上", "that night", "它")
       weighs them ``anaphora_boost`` times more (at most as much as itself).
     - A lookup or a repair begun a message or two ago still counts: its mode carries over to a message
-      that has no mode of its own (casual), and a vague lookup ("还记得吗") is not vague when the topic
-      has terms.
+      that has no mode of its own (casual) and goes on with it, asking ("那她呢？") or pointing back ("那天晚上");
+      a statement ("我下周要去成都出差") says something new and keeps its own mode. A vague lookup ("还记得吗") is
+      not vague when the topic has terms.
     - Tone-only, filler and empty messages stay skipped: context never makes them recall, except a message that
       only points back ("那她现在怎么样了", "how is she now?", "那后来呢"): it is a follow-up on the conversation's
       topic, whose terms it takes.
@@ -137,7 +138,7 @@ def with_context(plan: QueryPlan, context: Sequence[Message], plan_of: Callable[
                 terms[t] = max(terms.get(t, 0.0), w)
     changes: dict = {"topic": tuple(zip(users, weights, strict=True)), "context_terms": tuple(terms.items())}
     carried = next((p.context_mode for p in reversed(earlier) if p.context_mode in CARRIED_MODES), None)
-    if carried and plan.context_mode == "casual":
+    if carried and plan.context_mode == "casual" and (plan.asks or plan.anaphoric):
         changes.update(context_mode=carried, carried=carried, memory_lookup=carried == "memory_lookup",
                        allow_caution_diffusion=carried != "memory_lookup")
     if (plan.skip_reason == "vague" or follow_up) and terms:

@@ -296,7 +296,7 @@ LISTED_RANK = 8
 """A refused search candidate is listed in the TURN's ``suppressed`` when it ranked at most this high (or
 had topic evidence); the long tail stays in the debug trace, so the TURN lists only plausible misses."""
 
-RIDE_ALONG_SECTIONS = ("affect_anchor", "comment")
+RIDE_ALONG_SECTIONS = ("context", "affect_anchor", "comment")
 """Context-only sections shown beside a reliable direct hit on their bucket (the recall context gate)."""
 
 

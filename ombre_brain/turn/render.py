@@ -23,10 +23,10 @@ from ..recall_types import PathStep, QueryPlan, SectionOut
 from ..text import has_wide
 
 __all__ = [
-    "DIRECT_SHAPES", "choose_shape", "first_clause", "quote_block", "render_capsule", "render_chain_bundle",
-    "render_dream", "render_favorite_card", "render_markdown", "render_original", "render_recent_compact",
-    "render_stable_rule", "render_summary", "render_weather", "render_window", "section_heading",
-    "temperature_notes",
+    "DIRECT_SHAPES", "choose_shape", "first_clause", "first_sentence", "quote_block", "render_capsule",
+    "render_chain_bundle", "render_dream", "render_favorite_card", "render_markdown", "render_original",
+    "render_recent_compact", "render_stable_rule", "render_summary", "render_weather", "render_window",
+    "section_heading", "temperature_notes", "title_and_text",
 ]
 
 DIRECT_SHAPES = ("bucket_original", "bucket_window", "bucket_capsule")
@@ -63,6 +63,30 @@ def first_clause(text: str) -> str:
     text = text.strip()
     m = _CLAUSE_END_RE.search(text)
     return _one_line(text[: m.start()] if m else text)
+
+
+def first_sentence(text: str, start: int = 0) -> str:
+    """The text up to and with its first sentence end at or after ``start``, on one line."""
+    text = text.strip()
+    m = _SENTENCE_END_RE.search(text, start)
+    return _one_line(text[: m.end()] if m else text)
+
+
+def title_and_text(bucket: Bucket, limit: int) -> str:
+    """A memory in one line of at most ``limit`` characters: its title, then its text's first sentence.
+
+    A title that is the text's own opening (the writer titles a memory with its first clause) is not said twice:
+    the line is the text up to the end of the sentence the title ends in ("我养了一只猫叫豆包，三岁了", never
+    "我养了一只猫叫豆包：我养了一只猫叫豆包"). A title ending in a colon takes no second one."""
+    title, whole = _one_line(bucket.title), _one_line(bucket.main_text)
+    if not whole:
+        return _clip(title, limit)
+    opening = title.rstrip(ELLIPSIS).strip()
+    if not title or (opening and whole.startswith(opening)):
+        return _clip(first_sentence(whole, max(0, len(opening) - 1)), limit)
+    text = first_sentence(whole)
+    sep = " " if title.endswith((":", "：")) else _sep(title, text)
+    return _clip(title + sep + text, limit)
 
 
 def temperature_notes(bucket: Bucket) -> str:
@@ -228,13 +252,11 @@ def render_capsule(bucket: Bucket, moment: Moment | None, cfg: Any) -> str:
 
 
 def render_summary(bucket: Bucket, cfg: Any) -> str:
-    """The bucket's summary, else title plus the first clause of its text, within ``summary_chars``."""
+    """The bucket's summary, else its title and first sentence (:func:`title_and_text`), within ``summary_chars``."""
     rc = _rc(cfg)
     if bucket.summary and bucket.summary.strip():
         return _clip(_one_line(bucket.summary), rc.summary_chars)
-    clause = first_clause(bucket.main_text)
-    text = bucket.title + _sep(bucket.title, clause) + clause if clause else bucket.title
-    return _clip(_one_line(text), rc.summary_chars)
+    return title_and_text(bucket, rc.summary_chars)
 
 
 def _relation_label(relation: str) -> str:
@@ -294,10 +316,8 @@ def render_stable_rule(bucket: Bucket) -> str:
 
 
 def render_recent_compact(bucket: Bucket, cfg: Any) -> str:
-    """Title and a short first clause, within ``summary_chars``."""
-    clause = first_clause(bucket.main_text)
-    text = bucket.title + _sep(bucket.title, clause) + clause if clause else bucket.title
-    return _clip(_one_line(text), _rc(cfg).summary_chars)
+    """Title and first sentence (:func:`title_and_text`), within ``summary_chars``: what was said, detail kept."""
+    return title_and_text(bucket, _rc(cfg).summary_chars)
 
 
 # ---------------------------------------------------------------- markdown

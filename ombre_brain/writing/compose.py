@@ -1,8 +1,9 @@
 """From a verdict to drafts: what each kept side stores, in the user's own words.
 
 - **The body is the user's message**, verbatim: never a summary, never the companion's words. A short answer
-  to the companion's question ("杭州" after "你在哪个城市呀？") means nothing alone, so the question goes
-  with it as a ``### context`` section: marked as the companion's, kept for understanding, never as a fact.
+  to the companion's question ("杭州" after "你在哪个城市呀？") means nothing alone, so the question (only the
+  question, never the rest of the companion's message) goes with it as a ``### context`` section: a context-only
+  section, shown beside a hit on the memory, never proving one (``buckets.CONTEXT_ONLY_SECTIONS``).
 - **Both sides** of one message ("我不吃香菜。下次点菜记得提醒我") are two drafts. When the message's
   sentences split cleanly (some are the lesson, the others are not, judged sentence by sentence), each side
   keeps its own sentences; otherwise both keep the whole message.

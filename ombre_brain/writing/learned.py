@@ -25,7 +25,7 @@ from .drafts import Draft
 from .exchange import Exchange
 from .features import Encoders, ExchangeText, missing_encoder, vectors
 from .model import WriteModel, load_model
-from .signals import compiled, dont_keep, signals
+from .signals import compiled, dont_keep, question_of, signals
 
 log = logging.getLogger("ombre_brain")
 
@@ -101,7 +101,8 @@ class LearnedDecision:
                 if rest.user_layer is not None:
                     verdict = dataclasses.replace(verdict, user_layer=rest.user_layer, p_keep=rest.p_keep)
         at = parse_iso(ex.at) or datetime.now().astimezone()
-        return compose(ex, verdict, row, at, asked=asked_before(ex), is_lesson=self.is_lesson), verdict
+        return compose(ex, verdict, row, at, asked=question_of(asked_before(ex), self.sig),
+                       is_lesson=self.is_lesson), verdict
 
     def describe(self) -> dict[str, Any]:
         """The model in use, for the job result and `config check`."""

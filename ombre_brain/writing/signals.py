@@ -102,6 +102,21 @@ def is_question(text: str, sig: Signals) -> bool:
     return bool(bare) and any(bare.endswith(e) for e in sig.endings if e not in ("?", "？"))
 
 
+_SAID_RE = re.compile(r"[。！!.]\W*$")  # "好的，我听着呢。": a particle, but the full stop says it is no question
+
+
+def question_of(asked: str | None, sig: Signals) -> str | None:
+    """The question the companion asked just before (its question sentences among its last two), or None.
+
+    Only that question gives a short answer its meaning ("杭州" under "你在哪个城市呀？"); the rest of the
+    companion's message is the companion's talk, never part of the user's memory. A sentence that ends with a full
+    stop is no question whatever its last particle ("好的，我听着呢。")."""
+    if not asked:
+        return None
+    asks = [s for s in sentences(asked)[-2:] if is_question(s, sig) and not _SAID_RE.search(s)]
+    return " ".join(asks) if asks else None
+
+
 def sentences(text: str) -> list[str]:
     """The sentences of a message that say something (a line break ends one too), stripped."""
     parts = [p.strip() for line in text.splitlines() for p in split_sentences(line)]
