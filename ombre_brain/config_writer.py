@@ -50,6 +50,9 @@ class WriterModelConfig:
     path: str | None = None    # a directory of fitted models (fit-writer --out); None: the package's
     threshold: float = field(default=0.5, metadata=_rng(0, 1))               # user side: P(worth keeping)
     relationship_threshold: float = field(default=0.5, metadata=_rng(0, 1))  # relationship side: P(a lesson)
+    # a long message the model finds nothing in is read clause by clause: kept when one clause alone reaches this
+    clause_threshold: float = field(default=0.6, metadata=_rng(0, 1.01))   # 1.01: off
+    clause_units: int = field(default=12, metadata=_rng(0, 100000))        # "long": at least this many units
     join_similarity: float = field(default=0.75, metadata=_rng(0, 1.01))     # a repeat joins the stored memory
     update_similarity: float = field(default=0.5, metadata=_rng(0, 1.01))    # an update links to it (old_version)
 

@@ -271,7 +271,10 @@ def test_scenarios_and_labelled_sets_are_scored_under_both_policies(played, tmp_
         {"at": "2026-05-12T22:00:00+08:00", "exchanges": [
             {"user": "还记得我不吃什么吗", "assistant": "香菜！", "write": "none", "recall": ["香菜"]}]}]}]},
         allow_unicode=True), encoding="utf-8")
-    res = run_playground(set_source(conv, played.config, strict), played.config, strict)
+    silent = parse_draft(draft_text(played, layers__dynamic_memory__direct_seed="never",
+                                    layers__long_term_anchor__direct_seed="never", gateway__budgets__profile=0),
+                         played.config)  # and no profile: a stable fact stands there on every turn (design §24)
+    res = run_playground(set_source(conv, played.config, silent), played.config, silent)
     assert res["metric"]["before"]["turn_recall"]["ok"] == 1 and res["metric"]["after"]["turn_recall"]["ok"] == 0
 
 

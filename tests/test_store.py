@@ -263,7 +263,8 @@ def test_a_role_is_read_as_an_index_seek_over_every_value_that_holds_it(brain):
 
     flags = {"core": {"pinned": True}, "anchor": {"anchor": True}, "self": {"kind_fields": {"self": {}}},
              "weather": {"type": "feel", "tags": ["relationship_weather"]},
-             "favorite": {"body": "那天。\n\n### favorite_reason\n她笑了。"}}
+             "favorite": {"body": "那天。\n\n### favorite_reason\n她笑了。"},
+             "profile": {"memory_layer": "stable_boundary", "memory_classification_source": "model"}}
     for n in range(1, len(STORAGE_ROLES) + 1):
         for held in itertools.combinations(STORAGE_ROLES, n):
             kw = {k: v for r in held for k, v in flags[r].items()}

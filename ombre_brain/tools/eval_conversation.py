@@ -312,7 +312,7 @@ def _one(brain: Brain, conv: Conversation, scores: Scores, *, oracle: bool) -> N
         _score_write(brain, space, ex, ids, where, scores)
 
 
-def _score_turn(turn, ex: Labelled, where: dict, scores: Scores, layer: str | None) -> None:
+def _score_turn(turn, ex: Labelled, where: dict, scores: Scores, layer: str | None = None) -> None:
     kind = ex.kind or "unlabelled"
     if ex.stale:  # an item holding the new value too tells of the change ("it was Boise, now Santa Fe"): not stale
         old = next(((sec, text) for w in ex.stale for sec, text, _ in _texts(turn, MEMORY_SECTIONS, current=True)

@@ -29,10 +29,11 @@ import yaml
 from ..config import load_config
 from ..errors import ValidationError
 from ..text import is_cjk_text
-from ..writing.decision import decide
+from ..writing.decision import clause_look, decide
+from ..writing.drafts import clauses
 from ..writing.features import Encoders, ExchangeText, encoder_ids, signal_rows, vectors
 from ..writing.model import BLOCKS, USER_LABELS, WriteModel, model_dir
-from ..writing.signals import SIGNAL_NAMES, compiled, dont_keep
+from ..writing.signals import SIGNAL_NAMES, compiled, dont_keep, units
 from .calibrate import auc, fit_logistic
 from .eval_inject import expected_calibration_error
 
@@ -40,6 +41,7 @@ __all__ = ["Labelled", "fit_writer", "format_fit", "load_labelled"]
 
 L2 = 100.0
 SWEEP = (0.3, 0.4, 0.5, 0.6, 0.7)
+CLAUSE_SWEEP = (0.5, 0.6, 0.7, 0.8, 1.01)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,8 +146,31 @@ def _folds(groups: Sequence[str], sources: Sequence[str], k: int, seed: int = 13
 # ---------------------------------------------------------------- the figures
 
 
-def _verdicts(ex: Sequence[Labelled], rows, asks, p_user: np.ndarray, p_rel: np.ndarray, cfg) -> list:
-    return [decide(p_user[i], float(p_rel[i]), rows[i], cfg, dont_keep=asks[i]) for i in range(len(ex))]
+def _verdicts(ex: Sequence[Labelled], rows, asks, p_user: np.ndarray, p_rel: np.ndarray, cfg,
+              p_clauses: Sequence | None = None) -> list:
+    """The writer's own verdict on each exchange, its second look at long messages clause by clause included."""
+    out = [decide(p_user[i], float(p_rel[i]), rows[i], cfg, dont_keep=asks[i]) for i in range(len(ex))]
+    if p_clauses is None:
+        return out
+    return [clause_look(v, p_clauses[i], cfg) if len(p_clauses[i]) else v for i, v in enumerate(out)]
+
+
+def _clause_texts(ex: Sequence[Labelled], cfg) -> tuple[list[ExchangeText], list[int]]:
+    """The clauses of every long message (``writer.model.clause_units``), and the exchange each belongs to."""
+    texts, owner = [], []
+    for i, e in enumerate(ex):
+        parts = clauses(e.text.user)
+        if len(parts) >= 2 and units(e.text.user) >= cfg.clause_units:
+            texts += [ExchangeText(c) for c in parts]
+            owner += [i] * len(parts)
+    return texts, owner
+
+
+def _per_exchange(n: int, owner: Sequence[int], p: np.ndarray) -> list[np.ndarray]:
+    out: list[list] = [[] for _ in range(n)]
+    for i, row in zip(owner, p, strict=True):
+        out[i].append(row)
+    return [np.array(r) for r in out]
 
 
 def _scores(ex: Sequence[Labelled], verdicts) -> dict:
@@ -210,13 +235,20 @@ def fit_writer(paths: Sequence[str | Path], *, config=None, blocks: Sequence[str
     yr = np.array([e.relationship for e in ex], dtype=float)
     fold = _folds([e.group for e in ex], [e.source for e in ex], folds)
     p_user, p_rel = np.zeros((len(ex), len(USER_LABELS))), np.zeros(len(ex))
+    mcfg = cfg.writer.model
+    c_texts, owner = _clause_texts(ex, mcfg)
+    xc = vectors(blocks, c_texts, enc, sig) if c_texts else np.zeros((0, x.shape[1]))
+    c_fold = fold[owner] if owner else np.zeros(0, dtype=int)
+    p_c = np.zeros((len(c_texts), len(USER_LABELS)))
     ids = encoder_ids(enc)
     for k in range(folds):
         test = fold == k
         m = _model("cv", blocks, ids, _fit(x[~test], yu[~test], yr[~test], l2), {})
         p_user[test], p_rel[test] = m.predict(x[test])
-    mcfg = cfg.writer.model
-    verdicts = _verdicts(ex, rows, asks, p_user, p_rel, mcfg)
+        if len(c_texts):
+            p_c[c_fold == k] = m.predict(xc[c_fold == k])[0]
+    p_clauses = _per_exchange(len(ex), owner, p_c)
+    verdicts = _verdicts(ex, rows, asks, p_user, p_rel, mcfg, p_clauses)
     keep = np.array([e.user_layer != "none" for e in ex], dtype=float)
     cv = {"overall": _scores(ex, verdicts), "per_label": _per_label(ex, verdicts),
           "per_language": {lang: _scores([e for e in ex if e.lang == lang],
@@ -229,8 +261,11 @@ def fit_writer(paths: Sequence[str | Path], *, config=None, blocks: Sequence[str
                      "ece": expected_calibration_error([(float(1 - p), int(y)) for p, y in zip(p_user[:, 0], keep,
                                                                                               strict=True)])},
           "threshold_sweep": {str(t): _scores(ex, _verdicts(ex, rows, asks, p_user, p_rel,
-                                                            dataclasses.replace(mcfg, threshold=t)))
-                              for t in SWEEP}}
+                                                            dataclasses.replace(mcfg, threshold=t), p_clauses))
+                              for t in SWEEP},
+          "clause_sweep": {str(t): _scores(ex, _verdicts(ex, rows, asks, p_user, p_rel,
+                                                         dataclasses.replace(mcfg, clause_threshold=t), p_clauses))
+                           for t in CLAUSE_SWEEP}}
     model_id = model_id or mcfg.id
     card = {"fitted": datetime.now(timezone.utc).isoformat(timespec="seconds"), "l2": l2, "folds": folds,
             "trained_on": {str(Path(p).name): sum(e.source == Path(p).name for e in ex) for p in paths},
@@ -268,6 +303,10 @@ def format_fit(res: dict) -> str:
     lines += ["", f"P(worth keeping): AUC {pk['auc']:.3f}, expected calibration error {pk['ece']:.3f}", "",
               "| writer.model.threshold | write recall | layer accuracy | noise kept out |", "|---|---|---|---|"]
     for t, s in cv["threshold_sweep"].items():
+        lines.append(f"| {t} | {pct(s['write_recall'])} | {pct(s['layer_accuracy'])} | {pct(s['noise_kept_out'])} |")
+    lines += ["", "| writer.model.clause_threshold | write recall | layer accuracy | noise kept out |",
+              "|---|---|---|---|"]
+    for t, s in cv.get("clause_sweep", {}).items():
         lines.append(f"| {t} | {pct(s['write_recall'])} | {pct(s['layer_accuracy'])} | {pct(s['noise_kept_out'])} |")
     if res["written"]:
         lines += ["", "wrote " + " and ".join(res["written"])]

@@ -22,7 +22,7 @@ from typing import Any
 from ..text import CJK_RE
 from .affect import affect_of
 from .decision import Verdict
-from .drafts import IMPORTANCE, Draft, title_of
+from .drafts import IMPORTANCE, Draft, clauses, title_of
 from .exchange import Exchange
 from .signals import sentences, units
 from .when import event_time
@@ -32,6 +32,9 @@ __all__ = ["compose", "split_sides"]
 SUBJECTS = {"stable_boundary": "user", "short_state": "user", "process_event": "event",
             "relationship_lesson": "relationship"}
 ANSWER_UNITS = 16  # an answer this short to the companion's question keeps the question as its context
+LINE_CHARS = 90  # a message longer than this gets a profile line of its own (its summary): the sentence of its fact
+TITLE_UNITS = 4  # a clause shorter than this (an exclamation, a reply word, a bare number) never titles a memory
+CLEARER = 1.5    # a later clause titles the memory when the model weighs it this many times the first one
 
 
 def split_sides(text: str, is_lesson: Callable[[Sequence[str]], Sequence[bool]]) -> tuple[str, str] | None:
@@ -62,18 +65,43 @@ def _body(words: str, asked: str | None, signals: Mapping[str, float]) -> str:
 
 
 def _fields(words: str, body: str, layer: str, subject: str, affect: tuple[float, float],
-            when: datetime | None) -> dict[str, Any]:
+            when: datetime | None, weigh: Weigh | None = None) -> dict[str, Any]:
+    best, line = stating(words, layer, weigh)
     fields: dict[str, Any] = {
-        "title": title_of(words), "body": body, "importance": IMPORTANCE[layer],
+        "title": title_of(words, best), "body": body, "importance": IMPORTANCE[layer],
         "valence": affect[0], "arousal": affect[1], "memory_subject": subject, "memory_layer": layer,
         "memory_classification_source": "model", "origin": "user", "basis": "stated"}
     if when is not None:
         fields["event_time"] = when.isoformat(timespec="seconds")
+    if line:
+        fields["summary"] = line
     return fields
 
 
+Weigh = Callable[[Sequence[str], str], Sequence[float]]
+"""How strongly each of some texts, alone, says something of a layer (the write model, read on each clause)."""
+
+
+def stating(words: str, layer: str, weigh: Weigh | None) -> tuple[str | None, str | None]:
+    """(the clause that says the fact, the line a profile shows for it): among clauses of ``TITLE_UNITS`` or more
+    (never "救命", "行" or "三岁了" alone), the first, unless the model weighs another ``CLEARER`` times more on its own
+    ("今天只想躺着，我下周要去成都面试" → 我下周要去成都面试); for a message longer than ``LINE_CHARS``, the
+    sentence that holds it (shorter messages are their own line). None where the first clause already says it."""
+    parts = [c for c in clauses(words) if units(c) >= TITLE_UNITS]  # never "救命", "行", "三岁了" alone
+    if weigh is None or len(parts) < 2:
+        return (parts[0] if parts and parts[0] != clauses(words)[0] else None), None
+    scores = list(weigh(parts, layer))
+    top = max(range(len(parts)), key=lambda i: (scores[i], -i))
+    best = parts[top] if scores[top] >= CLEARER * scores[0] else parts[0]  # the first unless another says it clearly
+    if len(words) <= LINE_CHARS:
+        return best, None
+    sentence = next((s for s in sentences(words) if best in s), best)
+    return best, sentence if len(sentence) <= LINE_CHARS else best
+
+
 def compose(ex: Exchange, verdict: Verdict, signals: Mapping[str, float], at: datetime, *, asked: str | None = None,
-            is_lesson: Callable[[Sequence[str]], Sequence[bool]] | None = None) -> list[Draft]:
+            is_lesson: Callable[[Sequence[str]], Sequence[bool]] | None = None,
+            weigh: Weigh | None = None) -> list[Draft]:
     """The drafts of a verdict: the user side (``u``) and the relationship side (``r``), each in the user's words."""
     if verdict.noise:
         return []
@@ -93,8 +121,8 @@ def compose(ex: Exchange, verdict: Verdict, signals: Mapping[str, float], at: da
         when = event_time(user_words, at, looks_ahead=bool(signals.get("cue:time_future")),
                           looks_back=bool(signals.get("cue:time_past")))
         drafts.append(Draft("u", _fields(user_words, _body(user_words, asked, signals), layer, subject, affect,
-                                         when)))
+                                         when, weigh)))
     if verdict.relationship:
         drafts.append(Draft("r", _fields(lesson_words, _body(lesson_words, asked, signals), "relationship_lesson",
-                                         "relationship", affect, None)))
+                                         "relationship", affect, None, weigh)))
     return drafts

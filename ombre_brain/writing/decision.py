@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ..config import WriterModelConfig
 from .model import USER_LABELS
 
-__all__ = ["Verdict", "decide"]
+__all__ = ["Verdict", "clause_look", "decide"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Verdict:
     user_layer: str | None          # stable_boundary | short_state | process_event | None
     relationship: bool
     forget_previous: bool = False   # the message only asks to forget what came before it
-    reason: str = "model"           # model | dont_keep | dont_keep_previous | question
+    reason: str = "model"           # model | clause | dont_keep | dont_keep_previous | question
     p_keep: float = 0.0             # P(the user side is worth keeping)
     p_relationship: float = 0.0
 
@@ -61,3 +61,20 @@ def decide(p_user: Sequence[float], p_relationship: float, signals: Mapping[str,
     if p_keep >= cfg.threshold:
         layer = USER_LABELS[1 + max(range(3), key=lambda i: float(p_user[1 + i]))]
     return Verdict(layer, relationship, False, "model", p_keep, p_rel)
+
+
+def clause_look(verdict: Verdict, p_clauses: Sequence[Sequence[float]], cfg: WriterModelConfig) -> Verdict:
+    """A second look at a long message whose whole the model kept nothing of: a rambling message often holds one fact
+    among its complaints ("救命，今天被主管骂惨了，一个标题改了八遍…"), and its mean vector drowns it. Each clause
+    alone (``p_clauses``: the model's user-side probabilities per clause) may keep the user side, at the stricter
+    ``writer.model.clause_threshold``, on that clause's likeliest layer. Questions and don't-keep requests are never
+    looked at again."""
+    if verdict.reason != "model" or verdict.user_layer is not None or len(p_clauses) == 0:
+        return verdict
+    best = max(range(len(p_clauses)), key=lambda i: 1.0 - float(p_clauses[i][0]))
+    p = p_clauses[best]
+    keep = 1.0 - float(p[0])
+    if keep < cfg.clause_threshold:
+        return verdict
+    layer = USER_LABELS[1 + max(range(3), key=lambda i: float(p[1 + i]))]
+    return Verdict(layer, verdict.relationship, False, "clause", keep, verdict.p_relationship)

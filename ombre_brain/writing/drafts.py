@@ -12,7 +12,7 @@ import dataclasses
 import re
 from typing import Any
 
-__all__ = ["IMPORTANCE", "LAYERS", "SIDES", "Draft", "title_of"]
+__all__ = ["IMPORTANCE", "LAYERS", "SIDES", "Draft", "clauses", "title_of"]
 
 IMPORTANCE = {"stable_boundary": 7, "relationship_lesson": 7, "short_state": 4, "process_event": 5}
 """A draft's importance by layer when the decision gives none."""
@@ -35,7 +35,13 @@ class Draft:
         return self.fields.get("memory_layer")
 
 
-def title_of(text: str) -> str:
-    """A title from the user's own words: the first clause, cut to 40 characters."""
-    first = next((c.strip() for c in _CLAUSE_RE.split(text) if c.strip()), text.strip())
+def clauses(text: str) -> list[str]:
+    """The clauses of a message (cut at commas, sentence ends and line breaks), stripped, empty ones left out."""
+    return [c.strip() for c in _CLAUSE_RE.split(text) if c.strip()]
+
+
+def title_of(text: str, best: str | None = None) -> str:
+    """A title from the user's own words: the clause that says the fact (``best``, chosen by the caller), else the
+    first clause; cut to 40 characters."""
+    first = best or next(iter(clauses(text)), text.strip())
     return first if len(first) <= TITLE_CHARS else first[:TITLE_CHARS - 1] + "…"

@@ -67,6 +67,9 @@ class Exchange:
 EXCHANGE_ROLES = ("user", "assistant", "system")
 
 
+INSTRUCTIONS = ("system", "developer")  # a client's instructions, wherever it puts them: never what anyone said
+
+
 def exchange_of(space: Any, session: Any, messages: Any, reply: Any, *, at: datetime, model: str | None = None,
                 context_messages: int = 6, context_chars: int = 3000, chat: bool = False) -> Exchange:
     """Validate an exchange (OpenAI ``messages`` ending with the user's, and the ``reply``) and name it.
@@ -75,7 +78,8 @@ def exchange_of(space: Any, session: Any, messages: Any, reply: Any, *, at: date
     last message that is not the user's, a reply that is not text or is over :data:`MAX_REPLY_CHARS`.
     Roles are :data:`EXCHANGE_ROLES`; with ``chat`` (the proxy's conversation, as a client sent it), tool,
     developer and function messages before the user's are passed over. Either way the very last message is
-    the user's: a reply to a tool's result is not something the user said.
+    the user's (a system or developer instruction after it aside, as SillyTavern sends its post-history notes): a
+    reply to a tool's result is not something the user said.
     """
     space = validate_space(space)
     if not isinstance(session, str) or not session.strip() or len(session) > MAX_SESSION_CHARS:
@@ -92,7 +96,10 @@ def exchange_of(space: Any, session: Any, messages: Any, reply: Any, *, at: date
                                       f"{m.get('role')!r:.40}: an exchange is what the user said before the reply",
                                       field=f"messages[{i}].role")
     heard = [m for m in messages if m.get("role") not in IGNORED_ROLES]
-    if not heard or messages[-1].get("role") != "user":
+    # the proxy's chat may end with a client's note after the user's message (SillyTavern's post-history
+    # instructions); an exchange posted to /v1/exchanges says exactly what was said, the user's last
+    said = [m for m in messages if m.get("role") not in INSTRUCTIONS] if chat else list(messages)
+    if not heard or not said or said[-1].get("role") != "user":
         raise ValidationError("the last message must be the user's (the assistant's answer goes in reply)",
                               field="messages")
     user = message_text(heard[-1].get("content")).strip()

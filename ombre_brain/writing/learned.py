@@ -20,12 +20,12 @@ from ..config import Config
 from ..errors import ConfigError
 from ..timeutil import parse_iso
 from .compose import compose, split_sides
-from .decision import Verdict, decide
-from .drafts import Draft
+from .decision import Verdict, clause_look, decide
+from .drafts import Draft, clauses
 from .exchange import Exchange
 from .features import Encoders, ExchangeText, missing_encoder, vectors
-from .model import WriteModel, load_model
-from .signals import compiled, dont_keep, question_of, signals
+from .model import USER_LABELS, WriteModel, load_model
+from .signals import compiled, dont_keep, question_of, signals, units
 
 log = logging.getLogger("ombre_brain")
 
@@ -100,9 +100,32 @@ class LearnedDecision:
                 rest, _ = self.judge(dataclasses.replace(ex, user=parts[0]))
                 if rest.user_layer is not None:
                     verdict = dataclasses.replace(verdict, user_layer=rest.user_layer, p_keep=rest.p_keep)
+        verdict = self.second_look(ex, verdict)
         at = parse_iso(ex.at) or datetime.now().astimezone()
         return compose(ex, verdict, row, at, asked=question_of(asked_before(ex), self.sig),
-                       is_lesson=self.is_lesson), verdict
+                       is_lesson=self.is_lesson, weigh=self.weigh), verdict
+
+    def second_look(self, ex: Exchange, verdict: Verdict) -> Verdict:
+        """A long message the model kept nothing of, read clause by clause (decision.clause_look)."""
+        parts = clauses(ex.user)
+        if verdict.user_layer is not None or len(parts) < 2 or units(ex.user) < self.cfg.clause_units:
+            return verdict
+        x = vectors(self._model.blocks, [ExchangeText(t) for t in parts], self._enc, self.sig,
+                    signal_names=self._model.signal_names)
+        p_user, _ = self._model.predict(x)
+        return clause_look(verdict, p_user, self.cfg)
+
+    def weigh(self, texts: Sequence[str], layer: str) -> list[float]:
+        """How strongly each text, alone, says something of ``layer``: the model's probability of that layer (of a
+        lesson, for the relationship side). Chooses the clause a title and a profile line say (compose.stating)."""
+        assert self._model is not None and self._enc is not None
+        x = vectors(self._model.blocks, [ExchangeText(t) for t in texts], self._enc, self.sig,
+                    signal_names=self._model.signal_names)
+        p_user, p_rel = self._model.predict(x)
+        if layer == "relationship_lesson":
+            return [float(v) for v in p_rel]
+        k = USER_LABELS.index(layer)
+        return [float(row[k]) for row in p_user]
 
     def describe(self) -> dict[str, Any]:
         """The model in use, for the job result and `config check`."""

@@ -94,12 +94,18 @@ def _bare(sentence: str) -> str:
     return s
 
 
+_NOT_A_PARTICLE = re.compile(r"(?:什|怎|这|那|多|要)么$")  # 么 ending a word (什么, 这么): no question particle
+
+
 def is_question(text: str, sig: Signals) -> bool:
-    """Whether a sentence asks: a question mark, or a question particle at its end (吗, 呢…)."""
+    """Whether a sentence asks: a question mark, or a question particle at its end (吗, 呢…). A 么 that ends a word
+    ("我真不知道她到底要什么") is no particle: the sentence says something."""
     if re.search(r"[?？]\s*\W*$", text.strip()):
         return True
     bare = _bare(read(text))
-    return bool(bare) and any(bare.endswith(e) for e in sig.endings if e not in ("?", "？"))
+    if not bare or _NOT_A_PARTICLE.search(bare):
+        return False
+    return any(bare.endswith(e) for e in sig.endings if e not in ("?", "？"))
 
 
 _SAID_RE = re.compile(r"[。！!.]\W*$")  # "好的，我听着呢。": a particle, but the full stop says it is no question
