@@ -36,6 +36,7 @@ class SupersedeConfig:
     id: str | None = None
     path: str | None = None  # a directory of fitted models (fit-supersede --out); None: the package's
     threshold: float | None = field(default=None, metadata=_rng(0, 1))  # None: the model card's
+    rules: tuple[str, ...] = ()  # frame rules trusted beside the model (same_attribute, holder_ended, …)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class ProfileConfig:
     # admission's evidence score at recall_evidence, or written words covering recall_coverage of the message.
     recall_evidence: float = field(default=0.0, metadata=_rng(0, 1.01))
     recall_coverage: float = field(default=0.0, metadata=_rng(0, 1.01))
+    recall_lessons: bool = False  # a relationship lesson is recalled whenever admitted: the lesson, applied now
     weights: ProfileWeights = ProfileWeights()
     supersede: SupersedeConfig = SupersedeConfig()
     # Changed facts (profile/frames.py): a newer line that states the same exclusive attribute of the same holder,
@@ -62,6 +64,9 @@ class ProfileConfig:
     endings: tuple[str, ...] = ("alive",)  # attributes that end a holder: stated, every older line about it goes
     min_term_specificity: float = field(default=2.5, metadata=_rng(0, 100))  # key terms: rarer words only
     exclusive_holders: tuple[str, ...] = ()  # a holder one has one of: a newer line saying it changed replaces all
+    # holders that are people: a message about one is never answered by a memory about another one of them that
+    # never names it ("表哥什么时候结婚" and "表姐下个月办婚礼": the reader's reader_other_person refusal, design §25)
+    people: tuple[str, ...] = ()
     care: tuple[str, ...] = ()         # cue words of lines a companion must not forget (an allergy, a fear, sobriety)
     naming: tuple[str, ...] = ()        # words before a name (叫, named): "我家狗叫可乐" binds 可乐 to the dog
     change_cues: tuple[str, ...] = ()   # words that say something changed (现在, 不再, 搬到, no longer, quit, actually)

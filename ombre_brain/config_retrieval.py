@@ -75,6 +75,7 @@ class ReaderConfig:
     path: str | None = None  # a directory of fitted readers (fit-reader --out); None: the package's
     admit: float | None = field(default=None, metadata=_rng(0, 1))          # a lookup's bar
     admit_unasked: float | None = field(default=None, metadata=_rng(0, 1))  # recall the user did not ask for
+    veto: float = field(default=0.3, metadata=_rng(0, 1))  # what a route admitted stays out below this probability
 
 
 @dataclass(frozen=True)

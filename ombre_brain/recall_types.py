@@ -185,7 +185,8 @@ class Admission:
     script_rank: int | None = None   # its rank among the candidates written in its script (weighed: <= max_rank)
     dictionary: tuple[tuple[str, str, str], ...] = ()  # (asked term, memory word, "dict" | "conflict")
     threshold: float | None = None   # the very threshold the evidence was held against (with the evidence)
-    threshold_name: str | None = None  # which: admit, admit_cjk, admit_cross_script or admit_unasked
+    threshold_name: str | None = None  # which: admit, admit_cjk, admit_cross_script, admit_unasked or a reader bar
+    routed: str | None = None        # with the reader's verdict: what the routes alone said (term_in_title, …)
 
     def to_dict(self) -> dict:
         d = {"admitted": self.admitted, "reason": self.reason, "matched_terms": list(self.matched_terms),
@@ -198,19 +199,24 @@ class Admission:
                      aligned=[{"term": t, "word": w, "cosine": c} for t, w, c in self.aligned])
             if self.threshold is not None:
                 d.update(threshold=self.threshold, threshold_name=self.threshold_name)
+            if self.routed is not None:
+                d["routed"] = self.routed
         if self.dictionary:  # shown with a refusal too: dictionary_conflict says which words met
             d["dictionary"] = [{"term": t, "word": w, "kind": k} for t, w, k in self.dictionary]
         return d
 
-    def summary(self) -> str:
+    def summary(self, message: str | None = None) -> str:
         """One line for people: 'evidence 0.43 < 0.63 cross-script — lexical 0.00, dense z 3.4, aligned beach→海边 0.62,
-        beach→海边 (dict)' (the score, the threshold it was held against, its features and the dictionary's pairs).
+        beach→海边 (dict)' (the score, the threshold it was held against, its features and the dictionary's pairs);
+        for the reader's verdict 'reader 0.91 ≥ 0.60: answers `我家狗叫啥`' (``message``: the turn's).
 
         The threshold shown is the one admission compared the evidence with (never recomputed here).
         """
         pairs = " ".join(f"{t}→{w} ({k})" for t, w, k in self.dictionary)
         if self.evidence is None:
             return f"{self.reason}: {pairs}" if pairs else self.reason
+        if self.threshold_name in READER_BARS:
+            return self._reader_summary(message)
         f = self.features or {}
         head = evidence_verdict(self.evidence, self.threshold, self.threshold_name)
         parts = [f"lexical {f.get('lexical', 0.0):.2f}", f"dense z {f.get('dense_z', 0.0):.1f}"]
@@ -223,14 +229,32 @@ class Admission:
         return f"{head} — " + ", ".join(parts)
 
 
+    def _reader_summary(self, message: str | None) -> str:
+        p, bar, veto = self.evidence or 0.0, self.threshold or 0.0, (self.features or {}).get("veto")
+        said = f"`{message}`" if message else "the message"
+        head = evidence_verdict(p, bar, self.threshold_name)
+        if self.reason == "reader_other_person":
+            return f"{head}: {said} asks about someone else than the person this memory is about"
+        if self.reason == "reader_seconds":
+            return f"{head}: admitted on its words ({self.routed}); the reader does not object (≥ veto {veto:.2f})"
+        if self.reason == "reader_vetoes":
+            return f"{head}: does not answer {said}; its words alone ({self.routed}) would have admitted it (< veto " \
+                   f"{veto:.2f})"
+        return f"{head}: {'answers' if self.admitted else 'does not answer'} {said}"
+
+
+READER_BARS = ("reader", "reader_unasked")
+"""The thresholds that are the reader's (design §25): its probability, not the admission model's evidence."""
+
 THRESHOLD_LABELS = {"admit": "", "admit_cjk": " CJK", "admit_cross_script": " cross-script",
-                    "admit_unasked": " unasked", "reader": " (reader)", "reader_unasked": " unasked (reader)"}
+                    "admit_unasked": " unasked", "reader": "", "reader_unasked": " unasked"}
 """How :meth:`Admission.summary` names the threshold the evidence met (``admit`` needs no name)."""
 
 
 def evidence_verdict(evidence: float, threshold: float | None, name: str | None) -> str:
-    """'evidence 0.43 < 0.63 cross-script': the score beside the threshold it was held against, as recorded."""
-    head = f"evidence {evidence:.2f}"
+    """'evidence 0.43 < 0.63 cross-script': the score beside the threshold it was held against, as recorded ('reader
+    0.12 < 0.60' where the score is the reader's probability)."""
+    head = f"{'reader' if name in READER_BARS else 'evidence'} {evidence:.2f}"
     if threshold is None:
         return head
     return f"{head} {'≥' if evidence >= threshold else '<'} {threshold:.2f}{THRESHOLD_LABELS.get(name or '', '')}"

@@ -311,7 +311,7 @@ def test_a_model_without_fitted_weights_warns_and_admits_lexically(tmp_path, cap
 
     caplog.set_level("WARNING", logger="ombre_brain")
     monkeypatch.setattr(Admitter, "model_key", lambda self: "a-model-a-user-named")
-    with Brain.open(tmp_path / "d") as b:
+    with Brain.open(tmp_path / "d", {"retrieval": {"reader": {"id": None}}}) as b:  # admission as design §13
         b.write(space="a:b", title="我们一起去海边看日出")
         b.write(space="a:b", title="周末在家做了红烧肉")
         b.write(space="a:b", title="小雨的猫叫年糕")
@@ -332,7 +332,9 @@ def _generous(brain_path):
     with Brain.open(brain_path / "probe") as b:
         key = b.admitter.model_key()
     weights = {"lexical": 0.0, "dense_z": 0.0, "cross_script": 0.0, "aligned": 0.0}  # read, shown, weigh nothing
-    return {"retrieval": {"admission": {"models": {key: {"weights": weights, "bias": 10.0, "admit": 0.5}}}}}
+    # the reader off: these tests are about the routes and the admission model under it (design §13)
+    return {"retrieval": {"reader": {"id": None},
+                          "admission": {"models": {key: {"weights": weights, "bias": 10.0, "admit": 0.5}}}}}
 
 
 def test_weather_dreams_and_context_only_moments_never_admit(tmp_path):

@@ -39,7 +39,8 @@ def write(b: Brain, bid: str, text: str, *, layer: str = "stable_boundary", days
 def test_a_store_of_one_memory_answers_a_lookup(young):
     write(young, "swim", "今年夏天终于学会了游泳，教练说我换气很好", tags=["游泳"])
     turn = young.turn(SPACE, "s1", "还记得我学游泳的事吗", AT)
-    assert "swim" in turn.item_ids("recalled_memory"), turn.to_dict()["suppressed"]
+    # a stable fact the profile shows is in front of the model already; it is recalled too only on strong evidence
+    assert "swim" in shown(turn, ("profile", "recalled_memory")), turn.to_dict()["suppressed"]
     assert "UNKNOWN" not in turn.rendered
 
 
@@ -53,17 +54,19 @@ OTHERS = ["我在杭州做前端开发", "周末喜欢去爬山", "我对芒果�
 
 def test_the_same_question_gets_the_same_decision_as_the_store_grows(young):
     """A store of one memory, of eight, of thirty: the question about the dog gets the same decision, as the
-    evidence stands against the shipped reference until the store has a background of its own (design §13)."""
-    write(young, "dog", "我家金毛叫可乐，五岁了")
+    evidence stands against the shipped reference until the store has a background of its own (design §13). An
+    episode, so that the profile (which holds stable facts) does not answer it instead."""
+    write(young, "dog", "上周带我家金毛可乐去打了狂犬疫苗", layer="process_event")
     decisions = []
     for size in (1, 8, 30):
         while len(young.store.list(SPACE)) < size:
             n = len(young.store.list(SPACE)) - 1
             write(young, f"o{n}", OTHERS[n])
-        turn = young.turn(SPACE, f"s{size}", "你还记得我家狗叫啥不", AT, dry_run=True)
+        turn = young.turn(SPACE, f"s{size}", "我家狗打疫苗是哪天来着", AT, dry_run=True)
         decisions.append(turn.explain("dog")["runtime_gate"]["direct_seed"])
-    assert all(d["allowed"] for d in decisions), decisions
-    assert len({d["reason"] for d in decisions}) == 1
+    assert all(d["allowed"] for d in decisions), decisions  # the reader's own probability moves a little with the
+    # store (the candidate's rank and share of the fused score are among its inputs): admitted by it or seconded
+    assert {d["reason"] for d in decisions} <= {"admitted_reader_answers", "admitted_reader_seconds"}, decisions
 
 
 def test_a_follow_up_after_a_recall_keeps_the_memory(young):
@@ -111,9 +114,9 @@ def test_things_said_in_passing_recall_what_the_store_knows(young):
     write(young, "mango", "我对芒果过敏，吃一口嘴就肿")
     write(young, "job", "我在杭州做前端开发")
     head = young.turn(SPACE, "s1", "今天又头疼了", AT)
-    assert "migraine" in shown(head, ("recalled_memory",))
+    assert "migraine" in shown(head, ("profile", "recalled_memory"))  # stable facts: the profile holds them
     mango = young.turn(SPACE, "s2", "同事给我带了一大杯芒果冰沙", AT)
-    assert "mango" in shown(mango, ("recalled_memory",))
+    assert "mango" in shown(mango, ("profile", "recalled_memory"))
     assert "UNKNOWN" not in head.rendered + mango.rendered  # a statement never answers UNKNOWN
 
 

@@ -116,7 +116,8 @@ def test_recall_page_explains_each_candidate(page, site, tmp_path):
     search(page, QUERY)
     hospital = page.locator('[data-bucket-row="grandma_hospital"]')
     e(hospital).to_contain_text("injected")
-    e(hospital).to_contain_text("admitted_term_in_title")
+    e(hospital).to_contain_text("admitted_reader_answers")  # the reader read the pair (design §25)
+    e(hospital).to_contain_text("reader 0.")
     e(hospital.locator('.gate.allowed[data-gate="direct_seed"]')).to_be_visible()
     feel = page.locator('[data-bucket-row="feel_hospital"]')
     e(feel).to_contain_text("layer_never_direct")
@@ -142,7 +143,7 @@ def test_bucket_page_shows_fields_moments_edges_and_injections(page, site, tmp_p
     e(page.locator("main")).to_contain_text("context_of")
     e(page.locator("main")).to_contain_text(QUERY)  # the recorded turn of session "pages"
     search(page, QUERY)
-    e(page.locator(".card").first).to_contain_text("admitted_term_in_title")
+    e(page.locator(".card").first).to_contain_text("admitted_reader_answers")
     e(page.locator("#moments")).to_contain_text("returned")
     shot(page, tmp_path, "bucket")
 
@@ -151,14 +152,14 @@ def test_diffusion_page_draws_paths_and_refusals(page, site, tmp_path):
     e = expect()
     page.goto(f"{site.url}/debug/diffusion?space={SPACE}")
     search(page, QUERY)
-    e(page.locator('#graph g.node.seed[data-node="grandma"]')).to_be_visible()
-    e(page.locator('#graph g.node.taken[data-node="hotpot"]')).to_be_visible()
+    e(page.locator('#graph g.node.seed[data-node="grandma_hospital"]')).to_be_visible()
+    e(page.locator('#graph g.node.taken[data-node="grandma_recovered"]')).to_be_visible()
     e(page.locator('#graph g.node.refused[data-node="feel_hospital"]')).to_be_visible()
     assert page.locator("#graph g.edge.on-path").count() >= 2
     refused = page.locator('#targets [data-bucket-row="feel_hospital"]')
     e(refused).to_contain_text("refused")
     e(refused).to_contain_text("layer_never_diffused")
-    e(page.locator('#targets [data-bucket-row="hotpot"]')).to_contain_text("relates_to")
+    e(page.locator('#targets [data-bucket-row="grandma_recovered"]')).to_contain_text("old_version")
     shot(page, tmp_path, "diffusion")
 
 
@@ -231,10 +232,10 @@ def test_pages_need_the_token_and_carry_it(page, locked, tmp_path):
     with page.expect_navigation() as nav:
         page.locator('a[data-nav="diffusion"]').click()
     assert nav.value.status == 200 and f"token={TOKEN}" in page.url
-    e(page.locator('#graph g.node.taken[data-node="hotpot"]')).to_be_visible()
+    e(page.locator('#graph g.node.taken[data-node="grandma_recovered"]')).to_be_visible()
     with page.expect_navigation() as nav:
-        page.locator('#graph g.node[data-node="hotpot"] a').click()
-    assert nav.value.status == 200 and "/debug/buckets/hotpot" in page.url and f"token={TOKEN}" in page.url
+        page.locator('#graph g.node[data-node="grandma_recovered"] a').click()
+    assert nav.value.status == 200 and "/debug/buckets/grandma_recovered" in page.url and f"token={TOKEN}" in page.url
     shot(page, tmp_path, "token")
 
 

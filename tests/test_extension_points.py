@@ -34,7 +34,10 @@ TOY_FEATURE = Feature("toy_title_chars", lambda x: len(x.c.bucket.title) / 10.0,
 
 @pytest.fixture
 def seeded(tmp_path):
-    with Brain.open(tmp_path / "data", {"identity": {"ai_name": "Haven", "user_name": "Xiaoyu"}}) as b:
+    # the reader off: these tests are about the registries under admission as design §13 (the reader would keep the
+    # sand bucket out of "还记得我们在海边的时候吗" as a near miss, leaving the toy gate nothing to refuse)
+    with Brain.open(tmp_path / "data", {"identity": {"ai_name": "Haven", "user_name": "Xiaoyu"},
+                                        "retrieval": {"reader": {"id": None}}}) as b:
         b.write(space=SPACE, id="sea", title="一起去海边看日出", body="我们凌晨四点起床，去海边看日出。", tags=["海边"],
                 created="2026-10-01T08:00:00+08:00")
         b.write(space=SPACE, id="toy", title="海边的玩具沙桶", body="在海边捡到一个红色的沙桶。", tags=["海边", "toy"],
@@ -110,7 +113,7 @@ def test_a_toy_feature_leaves_a_model_fitted_before_it_unchanged(seeded, tmp_pat
         # a model fitted with it names it; its weight now counts, and the debug JSON shows it
         model_id = seeded.admitter.model_key()
         shipped = seeded.config.retrieval.admission.models[model_id]
-        overlay = {"retrieval": {"admission": {"models": {model_id: {
+        overlay = {"retrieval": {"reader": {"id": None}, "admission": {"models": {model_id: {
             "features": [*shipped.feature_names, "toy_title_chars"],
             "weights": {**shipped.weights, "toy_title_chars": -40.0}}}}}}
         with Brain.open(seeded.path, seeded.config.raw | overlay) as toyed:

@@ -198,8 +198,10 @@ def test_recall_at_1280_fits_and_says_the_number_a_refusal_missed(tab, demo_site
     assert refused and held, "the demo persona has no weighed refusal for this question any more: pick another"
 
     def number(g: dict) -> str:
-        label = {"admit": "", "admit_cjk": " CJK", "admit_cross_script": " cross-script"}[g["threshold_name"]]
-        return f"evidence {g['evidence']:.2f} < {g['threshold']:.2f}{label}"
+        label = {"admit": "", "admit_cjk": " CJK", "admit_cross_script": " cross-script", "reader": "",
+                 "reader_unasked": " unasked"}[g["threshold_name"]]
+        score = "reader" if g["threshold_name"].startswith("reader") else "evidence"  # the reader's probability
+        return f"{score} {g['evidence']:.2f} < {g['threshold']:.2f}{label}"
 
     tab.goto(f"{demo_site.url}/debug/?space={SPACE}&q={query}")
     for c in refused:  # the admission verdict, with the threshold it was held against

@@ -199,3 +199,33 @@ def test_the_proxy_remembers_the_statements_not_the_question_and_decides_on_the_
         server.close()
         brain.close()
         upstream.close()
+
+
+# ------------------------------------------------------------- what a companion hears over ten months (issue 54)
+
+LIVED = [  # (message, the layer it is kept on, the title naming it); each alone in a fresh space
+    ("救命，今天被主管Linda骂惨了，一个推文标题改了八遍她还说不行，我真不知道她到底要什么", "process_event",
+     "今天被主管Linda骂惨了"),
+    ("跟蔚蔚吵架了，她说我的猫砂带得满屋都是，我说你垃圾堆了一个星期怎么不说", "process_event", "跟蔚蔚吵架了"),
+    ("潮州卤鹅我能一个人吃半只，以后谁请我吃卤鹅谁就是我恩人", "stable_boundary", "潮州卤鹅我能一个人吃半只"),
+]
+
+
+@pytest.mark.parametrize("text, layer, title", LIVED, ids=["boss", "flatmate", "food love"])
+@pytest.mark.parametrize("reply", ["嗯嗯", "啊这……听起来你们俩都憋了挺久的，你现在还气吗？"], ids=["short", "question"])
+def test_a_lived_in_message_is_kept_on_its_layer_titled_by_its_fact(wbrain, text, layer, title, reply):
+    (b,) = ingest(wbrain, f"haven:lived{abs(hash((text, reply))) % 10**6}", text, reply=reply,
+                  now="2026-11-30T20:05:00+08:00")
+    assert (b.memory_layer, b.title) == (layer, title)  # never "救命" or the whole ramble
+    assert b.body == text
+
+
+def test_a_question_to_the_companion_without_a_question_mark_writes_nothing(wbrain):
+    assert ingest(wbrain, "haven:lived-q", "十三岁换算成人大概多少岁啊", reply="大概相当于人类的六七十岁哦") == []
+
+
+def test_an_aside_is_a_short_state_that_says_what_it_is_never_titled_by_its_reply_word(wbrain):
+    got = ingest(wbrain, "haven:lived-aside", "行，吃药去了，明天还得早起", reply="好，早点休息")
+    assert all(b.title != "行" for b in got)
+    assert [(b.memory_layer, b.title) for b in got] in ([], [("short_state", "明天还得早起")],
+                                                        [("short_state", "吃药去了")])

@@ -115,7 +115,7 @@ def _candidate(turn: Turn, c, scores: Mapping[str, float], cfg: Config) -> dict:
         "vector_score": _r(best.vector_score), "lexical_score": _r(best.lexical_score),
         "vector_norm": _r(best.vector_norm), "lexical_norm": _r(best.lexical_norm), "anchor_hit": best.anchor_hit,
         "fused": _r(c.fused), "score": _r(scores.get(c.bucket.id)),
-        "admission": c.admission.to_dict(), "admission_summary": c.admission.summary(),
+        "admission": c.admission.to_dict(), "admission_summary": c.admission.summary(turn.query),
         "best_moment": {**best.to_dict(), "text": best.moment.text},
         "hits": [h.to_dict() for h in c.hits],
         "returned_moment": returned,

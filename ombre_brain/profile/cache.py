@@ -204,8 +204,12 @@ class ProfileCache:
         members, e5, use, rules = self.members(shown, frames, pc)
         pairs, x = pair_rows(members, e5, use, rules, tuple(pc.attributes), pc.endings)
         threshold = pc.supersede.threshold if pc.supersede.threshold is not None else model.threshold
-        return {old: (new, rule) for old, (new, rule, _p) in decide(members, pairs, model.predict(x),
-                                                                     threshold).items()}
+        probs = model.predict(x) if pairs else np.zeros(0, dtype=np.float32)  # one line alone, or none near another
+        out = {old: (new, rule) for old, (new, rule, _p) in decide(members, pairs, probs, threshold).items()}
+        for old, (new, rule) in rules.items():  # the rules trusted beside the model (gateway.profile.supersede.rules)
+            if rule in pc.supersede.rules:
+                out.setdefault(old, (new, rule))
+        return out
 
     @staticmethod
     def members(raws: Sequence[_Raw], frames: Mapping[str, Frame], pc) -> tuple[list[Member], np.ndarray,

@@ -69,6 +69,7 @@ class FrameReader:
         self.changes = list(_patterns(cfg.change_cues))
         self.care = list(_patterns(cfg.care))
         self.exclusive = frozenset(cfg.exclusive_holders)
+        self.people = frozenset(cfg.people)
         self.min_specificity = cfg.min_term_specificity
         self.cjk_naming = list(_patterns(w for w in cfg.naming if CJK_RE.search(w)))
         latin = [re.escape(w.strip()).replace("\\ ", r"\s+") for w in cfg.naming if w.strip() and not CJK_RE.search(w)]
@@ -115,6 +116,14 @@ class FrameReader:
             holder = min(found)[1]
             out += [(n, holder) for n in self._names(text, folded)]
         return tuple(dict.fromkeys(out))
+
+    def other_person(self, message: Frame, memory: str) -> bool:
+        """Whether a message about one person (its holder among ``gateway.profile.people``: 表哥) meets a memory that
+        names other people (表姐) and never that one: the memory cannot answer it, however close its words are."""
+        if message.holder not in self.people:
+            return False
+        named = {h for _, h in self._holders(fold(memory), everywhere=True)} & self.people
+        return bool(named) and message.holder not in named
 
     def weight(self, sentence: str) -> int:
         """How plainly a sentence states a fact this reader knows the shape of: an attribute (2), a holder or a care

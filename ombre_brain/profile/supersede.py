@@ -115,7 +115,8 @@ def pair_rows(members: Sequence[Member], e5: np.ndarray, use: np.ndarray, rules:
             x += [a in shared for a in attrs]
             pairs.append((i, j))
             rows.append(x)
-    return pairs, np.array(rows, dtype=np.float32).reshape(len(rows), -1)
+    width = len(feature_names(attributes))  # no pair at all: one line alone, or lines of different families
+    return pairs, np.array(rows, dtype=np.float32).reshape(len(rows), width)
 
 
 class SupersedeModel:

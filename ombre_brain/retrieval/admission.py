@@ -35,10 +35,10 @@ from .asked import clear_cache as _forget_texts
 from .features import FEATURES, bucket_is_cjk, candidate_features
 from .features import clear_cache as _forget_scripts
 
-__all__ = ["FEATURES", "AskedTerms", "Background", "QueryEvidence", "admissible_texts", "admit", "asked_terms",
-           "bucket_is_cjk", "candidate_features", "clear_cache", "discriminative_terms", "evidence_of", "found",
-           "lexical_admits", "lexical_match", "memory_is_cjk", "query_evidence", "script_ranks", "threshold_for",
-           "threshold_named"]
+__all__ = ["FEATURES", "HARD_REFUSALS", "AskedTerms", "Background", "QueryEvidence", "admissible_texts", "admit",
+           "asked_terms", "bucket_is_cjk", "candidate_features", "clear_cache", "discriminative_terms", "evidence_of",
+           "found", "lexical_admits", "lexical_match", "memory_is_cjk", "query_evidence", "read_admission",
+           "route_admission", "script_ranks", "threshold_for", "threshold_named"]
 
 MIN_BACKGROUND_STD = 0.01
 MIN_SCRIPT_BACKGROUND = 8  # sampled memories a script needs for a background of its own
@@ -337,16 +337,34 @@ def mentioned(q: QueryEvidence, candidate: Candidate, conflict: bool, weighed: b
     return next((t for t in q.things if found(t.casefold(), about)), None)
 
 
-def read_admission(candidate: Candidate, q: QueryEvidence, p: float, bars: tuple[float, float],
-                   semantic: float | None) -> Admission:
-    """The reader's verdict on a weighed candidate: admitted at the lookup's bar, or a statement's stricter one."""
-    matched, _first, coverage = lexical_match(candidate, q.asked)
+def read_admission(candidate: Candidate, q: QueryEvidence, p: float, bars: tuple[float, float, float],
+                   routed: Admission, *, other_person: bool = False) -> Admission:
+    """The reader's verdict on a weighed candidate: ``reader_other_person`` first, whatever ``p`` (the message asks
+    about one person, the memory is about another it never names: 表哥 and 表姐); ``reader_answers`` at the lookup's
+    bar (a statement's stricter one); ``reader_seconds`` when a route admitted it and the reader does not object
+    (``p`` at least the veto, or the route's words say the whole message: :func:`said_whole`); ``reader_vetoes``
+    when a route admitted it and the reader does; else ``reader_below_threshold``."""
     name, bar = ("reader", bars[0]) if q.lookup else ("reader_unasked", bars[1])
-    ok = p >= bar
-    dict_ev = q.dictionary.get(candidate.bucket.id)
-    return Admission(ok, "reader_answers" if ok else "reader_below_threshold", matched, semantic, coverage,
-                     evidence=p, features={"reader": p}, script_rank=q.script_rank.get(candidate.bucket.id),
-                     threshold=bar, threshold_name=name, dictionary=dict_ev.pairs if dict_ev is not None else ())
+    if other_person:
+        reason, ok = "reader_other_person", False
+    elif p >= bar:
+        reason, ok = "reader_answers", True
+    elif routed.admitted:
+        reason, ok = ("reader_seconds", True) if p >= bars[2] or said_whole(routed) else ("reader_vetoes", False)
+    else:
+        reason, ok = "reader_below_threshold", False
+    features = {**(routed.features or {}), "reader": p, "veto": bars[2]}
+    return dataclasses.replace(routed, admitted=ok, reason=reason, evidence=p, features=features,
+                               threshold=bar, threshold_name=name, routed=routed.reason)
+
+
+WHOLE_ROUTES = ("term_in_title", "term_in_summary", "term_in_tags")
+
+
+def said_whole(routed: Admission) -> bool:
+    """Every word the message asks is written in the memory's title, summary or tags (a search for "海边" and the
+    memory titled 海边日出): the reader, trained on messages, does not veto what the words say whole."""
+    return routed.reason in WHOLE_ROUTES and (routed.coverage or 0.0) >= 1.0
 
 
 def lexical_admits(first: str | None, coverage: float, cfg: Any) -> bool:
@@ -355,8 +373,23 @@ def lexical_admits(first: str | None, coverage: float, cfg: Any) -> bool:
     return first is not None and coverage >= cfg.retrieval.min_term_coverage
 
 
+HARD_REFUSALS = ("context_only_match", "said_in_conversation", "sensitive_unasked")
+"""Refusals no score overrides, the reader's included."""
+
+
 def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionModel | None,
-          reader: float | None = None, reader_bars: tuple[float, float] | None = None) -> Admission:
+          reader: float | None = None, reader_bars: tuple[float, float, float] | None = None,
+          other_person: bool = False) -> Admission:
+    """Whether a candidate has evidence enough for a direct hit: the routes below (:func:`route_admission`), and,
+    for a weighed candidate the reader read (design §25), the reader's verdict: admitted at its bar (a lookup's, or a
+    statement's stricter one), or by a route the reader does not object to (``retrieval.reader.veto``)."""
+    routed = route_admission(candidate, q, cfg=cfg, model=model)
+    if reader is None or reader_bars is None or routed.reason in HARD_REFUSALS:
+        return routed
+    return read_admission(candidate, q, reader, reader_bars, routed, other_person=other_person)
+
+
+def route_admission(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionModel | None) -> Admission:
     """Whether a candidate has evidence enough for a direct hit (design §13; the direct seed gate reads it).
 
     1. only context-only moments matched -> ``context_only_match``, never admitted;
@@ -391,8 +424,6 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
         return Admission(False, "said_in_conversation", semantic_score=semantic)
     if not q.lookup and sensitive(candidate.bucket, cfg):  # never brought up unasked, whatever the model
         return Admission(False, "sensitive_unasked", semantic_score=semantic)
-    if reader is not None and reader_bars is not None:  # the reader read the pair: its verdict (design §25)
-        return read_admission(candidate, q, reader, reader_bars, semantic)
     unasked = model is not None and model.admit_unasked is not None and not q.lookup
     matched, first, coverage = lexical_match(candidate, q.asked)
     dict_ev = q.dictionary.get(candidate.bucket.id)

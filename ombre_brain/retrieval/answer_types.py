@@ -44,7 +44,7 @@ _NUMBER = re.compile(r"\d|[一二三四五六七八九十两百千万半]+\s*[�
                      r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|"
                      r"sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|hundred|dozen|a couple)\b", re.I)
 _BECAUSE = re.compile(r"\bbecause\b|\bcause\b|\bsince\b|\bso\b|\bafter\b|因为|所以|由于|结果|害得|导致", re.I)
-_CAPITAL = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}")
+_CAPITAL = re.compile(r"(?<![.!?]\s)(?<![A-Za-z'])(?<!^)[A-Z][a-z]{2,}(?![A-Za-z])")  # "被主管Linda骂" too
 _PLACE_EN = re.compile(r"\b(?:in|at|to|from|near)\s+(?:the\s+)?[A-Z][a-z]+")
 _JOB = re.compile(r"\b(?:nurse|teacher|engineer|developer|designer|doctor|lawyer|chef|cook|driver|accountant|manager|"
                   r"student|programmer|barista|writer|artist|electrician|plumber|consultant|analyst|researcher|"
@@ -82,18 +82,13 @@ def held_types(text: str) -> frozenset[str]:
 
 def _chinese_held(text: str) -> set[str]:
     """A place or a person jieba tags in Chinese words (``ns``, ``nr``), and a 叫X name."""
-    import jieba.posseg as posseg
+    from .lexical import pos_tags
 
-    from .lexical import _jieba_lock, init_jieba
-
-    init_jieba(None)
-    with _jieba_lock:
-        pairs = posseg.lcut(text)
     out = set()
-    for p in pairs:
-        if p.flag.startswith("ns"):
+    for _word, flag in pos_tags(text):
+        if flag.startswith("ns"):
             out.add("place")
-        elif p.flag.startswith("nr") or p.flag == "nz":
+        elif flag.startswith("nr") or flag == "nz":
             out.add("name")
     if re.search(f"叫[{HAN}A-Za-z]", text):
         out.add("name")

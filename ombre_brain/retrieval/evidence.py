@@ -118,12 +118,16 @@ class Admitter:
         if reader is not None:
             needs |= FEATURES.inputs_of(reader.feature_names)
         q = self.query_evidence(space, plan, found, needs=needs)
-        read, bars = {}, None
+        read, bars, others = {}, None, frozenset()
         if reader is not None:
-            weighed = [c for c in found.candidates if q.weighs(c, self.cfg.retrieval.admission.max_rank)]
+            # Core Memory is the user's own pinned set, often several facts to one memory: its routes decide (§13)
+            weighed = [c for c in found.candidates
+                       if q.weighs(c, self.cfg.retrieval.admission.max_rank) and not c.bucket.pinned]
             read, bars = self.reading.read(reader, space, plan, found, q, weighed, now), self.reading.bars(reader)
+            others = self.reading.others(plan, weighed)
         cands = tuple(dataclasses.replace(c, admission=admit(c, q, cfg=self.cfg, model=model,
-                                                             reader=read.get(c.bucket.id), reader_bars=bars))
+                                                             reader=read.get(c.bucket.id), reader_bars=bars,
+                                                             other_person=c.bucket.id in others))
                       for c in found.candidates)
         ms = dict(found.ms, admission=(perf_counter() - t0) * 1000)
         return dataclasses.replace(found, candidates=cands, ms=ms)

@@ -92,6 +92,17 @@ def names_a_time(term: str) -> bool:
     return flag is not None and flag[:1] in ("t", "m")
 
 
+def pos_tags(text: str) -> list[tuple[str, str]]:
+    """(word, part-of-speech flag) for each word jieba cuts ``text`` into (``nr`` a person, ``ns`` a place, ``eng``
+    Latin letters…), under the lock every jieba call here takes."""
+    import jieba.posseg as posseg
+
+    if not _jieba_ready:
+        init_jieba(None)
+    with _jieba_lock:
+        return [(p.word, p.flag) for p in posseg.lcut(text)]
+
+
 def _tag_of(term: str) -> str | None:
     """jieba's part-of-speech tag of a one-word term: from its dictionary's tag table when it lists the word (one
     lookup; the dictionary bridge asks this of every headword an English word names), else by cutting it (a word the
@@ -362,7 +373,7 @@ class _Snapshot(NamedTuple):
     avgdl: float
 
 
-__all__ = ["LexicalIndex", "init_jieba", "lucene_idf", "tokenize"]
+__all__ = ["LexicalIndex", "init_jieba", "lucene_idf", "pos_tags", "tokenize"]
 
 
 _GENERAL_IDF: tuple[dict[str, float], float] | None = None

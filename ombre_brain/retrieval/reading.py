@@ -108,18 +108,31 @@ class Reading:
             return None
         return m
 
-    def bars(self, m: ReaderModel) -> tuple[float, float]:
-        """(a lookup's bar, a statement's bar): the config's, else the model card's."""
+    def bars(self, m: ReaderModel) -> tuple[float, float, float]:
+        """(a lookup's bar, a statement's bar, the veto below which the reader refuses what a route admitted): the
+        config's, else the model card's."""
         rc = self.cfg.retrieval.reader
         admit = rc.admit if rc.admit is not None else m.thresholds.get("admit", 0.5)
         unasked = rc.admit_unasked if rc.admit_unasked is not None else m.thresholds.get("admit_unasked", admit)
-        return admit, max(admit, unasked)
+        return admit, max(admit, unasked), min(rc.veto, admit)
 
     def rows(self, space: str, plan: QueryPlan, found, q, weighed: Sequence[Candidate], feature_names: Sequence[str],
              now: datetime | None) -> dict[str, np.ndarray]:
         top = max((c.fused for c in found.candidates), default=0.0)
         return reader_rows(self.store, space, plan, weighed, q, top_fused=top, feature_names=feature_names,
                            use_wholes=lambda buckets: self.use_wholes(space, buckets), now=now, frames=self.frames)
+
+    def others(self, plan: QueryPlan, weighed: Sequence[Candidate]) -> frozenset[str]:
+        """The weighed memories about another person than the one the message asks about (``reader_other_person``)."""
+        query = plan.query or plan.normalized
+        tokens = self.store.tokens(query)
+        out = set()
+        for c in weighed:
+            text = c.bucket.main_text or c.bucket.title
+            names = dict(self.frames.bindings(text))
+            if self.frames.other_person(self.frames.read(query, tokens, names), text):
+                out.add(c.bucket.id)
+        return frozenset(out)
 
     def read(self, m: ReaderModel, space: str, plan: QueryPlan, found, q, weighed: Sequence[Candidate],
              now: datetime | None) -> dict[str, float]:

@@ -1,11 +1,10 @@
-"""Gradient-boosted trees as plain arrays: fitted with scikit-learn, read with numpy (design §24, §25).
+"""Gradient-boosted trees as plain arrays: fitted with scikit-learn, read with numpy (design §24).
 
-The learned pair models (the reader, the profile's changed-fact model) are scikit-learn's histogram gradient
-boosting, which separated answers from near misses better than a perceptron or a logistic model on the same inputs
-(docs/benchmarks.md). A fitted estimator pickled is tied to one scikit-learn version and runs code when loaded; the
-trees are only numbers. :func:`export` lays every tree's nodes out as flat arrays (feature, threshold, where a
-missing value goes, children, leaf values), :class:`Forest` walks them for a batch of rows at once, and both ship
-as ``.npz`` package data beside a JSON card. Numerical features only (no categorical splits are fitted).
+The profile's changed-fact model (design §24) is scikit-learn's histogram gradient boosting. A fitted estimator
+pickled is tied to one scikit-learn version and runs code when loaded; the trees are only numbers. :func:`export`
+lays every tree's nodes out as flat arrays (feature, threshold, where a missing value goes, children, leaf values),
+:class:`Forest` walks them for a batch of rows at once, and both ship as ``.npz`` package data beside a JSON card.
+Numerical features only (no categorical splits are fitted).
 """
 
 from __future__ import annotations

@@ -107,11 +107,15 @@ def recalls_beside_profile(cand: Candidate, cfg: Config) -> bool:
     """A stable memory the profile shows is also a direct hit (moved into Recalled Memory, whole) only on strong
     evidence that this message is about it: admitted, and on the evidence score at ``gateway.profile.recall_evidence``
     or on written words covering ``gateway.profile.recall_coverage`` of the message. Below that the profile's line
-    says it, and a near miss ("我表哥…" beside 表姐) stays out of Recalled Memory (design §24)."""
+    says it, and a near miss ("我表哥…" beside 表姐) stays out of Recalled Memory (design §24). A relationship lesson
+    is recalled whenever admitted, with ``gateway.profile.recall_lessons``: how to be with them, applied to this
+    message ("你是不是觉得我今天有点冷淡" beside "she said my replies felt cold")."""
     adm = cand.admission
     if not adm.admitted:
         return False
     pc = cfg.gateway.profile
+    if pc.recall_lessons and cand.bucket.memory_layer == "relationship_lesson":
+        return True
     if adm.evidence is not None and adm.evidence >= pc.recall_evidence:
         return True
     return adm.coverage is not None and adm.coverage >= pc.recall_coverage
@@ -320,16 +324,19 @@ def worth_listing(cand: Candidate) -> bool:
     return cand.admission.admitted or cand.rank <= LISTED_RANK
 
 
-def direct_cap(kept: int, score: float, top: float, cfg: Config, *, lookup: bool = True) -> GateResult | None:
+def direct_cap(kept: int, score: float, top: float, cfg: Config, *, lookup: bool = True,
+               calibrated: bool = False) -> GateResult | None:
     """After the gates: None when a passing direct hit keeps its place, else why it is cut.
 
     At most ``retrieval.max_direct`` hits (``retrieval.max_unasked`` for a statement: recall the user did not
     ask for), each at least ``retrieval.min_relative_score`` of the turn's best score (``kept`` is how many
-    better hits were already kept).
+    better hits were already kept), unless its score is the reader's ``calibrated`` probability: that has its own
+    bars (design §25), and a search for "海边" keeps both 海边日出 and 海边晚饭 (measured: the same figures of eval
+    conversation with the relative cut off).
     """
     if kept >= (cfg.retrieval.max_direct if lookup else cfg.retrieval.max_unasked):
         return GateResult(False, "below_max_direct")
-    if score < top * cfg.retrieval.min_relative_score:
+    if not calibrated and score < top * cfg.retrieval.min_relative_score:
         return GateResult(False, "below_relative_score")
     return None
 

@@ -40,9 +40,16 @@ ADMISSION_REASONS: Mapping[str, str] = {
                       "message (a lookup) or should be brought up for it (a statement, at the stricter bar)",
     "reader_below_threshold": "the reader reads the message and this memory as a pair: it does not answer the "
                               "message (below retrieval.reader's bar)",
+    "reader_seconds": "admitted by its words (or the dictionary) and the reader, reading the pair, does not object "
+                      "(at least retrieval.reader.veto)",
+    "reader_vetoes": "its words (or the dictionary) would admit it, but the reader, reading the pair, says it does "
+                     "not answer the message (below retrieval.reader.veto): a near miss",
+    "reader_other_person": "the message asks about one person (表哥, my brother) and this memory is about another "
+                           "one it never names (表姐, my sister): it cannot answer, whatever the reader says "
+                           "(gateway.profile.people)",
 }
 ADMITTING = ("term_in_title", "term_in_summary", "term_in_tags", "term_in_body", "dictionary_match",
-             "mentioned_in_title", "evidence_above_threshold", "reader_answers")
+             "mentioned_in_title", "evidence_above_threshold", "reader_answers", "reader_seconds")
 
 GENERAL_REASONS: Mapping[str, str] = {
     "not_applicable": "the gate does not apply to this item",

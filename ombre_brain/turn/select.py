@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..recall_types import Candidate, Suppressed
+from ..recall_types import READER_BARS, Candidate, Suppressed
 from . import gates as G
 from .context import Decided, Traced, TurnContext, suppressed
 from .gate_registry import GateInput
@@ -42,7 +42,8 @@ def direct_stage(ctx: TurnContext, cands: Sequence[Candidate]) -> tuple[list[Dec
     keep: list[Decided] = []
     top = (passed[0].score or 1.0) if passed else 1.0
     for x in passed:
-        cut = G.direct_cap(len(keep), x.score, top, cfg, lookup=not plan.unasked)
+        read = x.candidate is not None and x.candidate.admission.threshold_name in READER_BARS
+        cut = G.direct_cap(len(keep), x.score, top, cfg, lookup=not plan.unasked, calibrated=read)
         if cut is None:
             keep.append(x)
         else:
@@ -56,7 +57,5 @@ def _score(c: Candidate) -> float:
     adm = c.admission
     return adm.evidence if adm.threshold_name in READER_BARS and adm.evidence is not None else c.fused
 
-
-READER_BARS = ("reader", "reader_unasked")
 
 __all__ = ["Decided", "direct_stage", "suppressed"]

@@ -66,7 +66,8 @@ def _body(words: str, asked: str | None, signals: Mapping[str, float]) -> str:
 
 def _fields(words: str, body: str, layer: str, subject: str, affect: tuple[float, float],
             when: datetime | None, weigh: Weigh | None = None) -> dict[str, Any]:
-    best, line = stating(words, layer, weigh)
+    # a short answer to the companion's question is titled by the answer itself, however short ("成都，离我爸妈近一点")
+    best, line = (None, None) if body != words else stating(words, layer, weigh)
     fields: dict[str, Any] = {
         "title": title_of(words, best), "body": body, "importance": IMPORTANCE[layer],
         "valence": affect[0], "arousal": affect[1], "memory_subject": subject, "memory_layer": layer,

@@ -23,8 +23,8 @@ from functools import lru_cache
 from ..config import WriterSignals
 from ..text import CJK_RE, fold, simplified, split_sentences
 
-__all__ = ["CUE_LISTS", "SIGNAL_NAMES", "Signals", "compiled", "dont_keep", "is_question", "read", "sentences",
-           "signals", "units"]
+__all__ = ["CUE_LISTS", "SIGNAL_NAMES", "Signals", "compiled", "dont_keep", "is_question", "names_someone", "read",
+           "sentences", "signals", "units"]
 
 CUE_LISTS = tuple(f.name for f in dataclasses.fields(WriterSignals)
                   if f.name not in ("question_words", "question_endings", "refers_back"))
@@ -32,7 +32,7 @@ CUE_LISTS = tuple(f.name for f in dataclasses.fields(WriterSignals)
 serves the dont_keep rule)."""
 
 FORM = ("question", "question_word", "all_questions", "length", "short", "sentences", "cjk_share", "digits",
-        "exclaims", "asked_before", "answer_to_question", "reply_asks", "reply_length", "dont_keep_only")
+        "exclaims", "asked_before", "answer_to_question", "reply_asks", "reply_length", "dont_keep_only", "names")
 SIGNAL_NAMES = tuple(f"cue:{n}" for n in CUE_LISTS) + FORM
 """Every feature this module gives, in the order the model's weights are stored."""
 
@@ -172,5 +172,25 @@ def signals(user: str, reply: str, asked: str | None, sig: Signals) -> dict[str,
         "reply_asks": float(bool(reply) and is_question(sentences(reply)[-1], sig)),
         "reply_length": math.log1p(units(reply)),
         "dont_keep_only": float(dont_keep(user, sig)[1]),
+        "names": float(names_someone(user)),
     })
     return out
+
+
+_LATIN_NAME = re.compile(r"(?<![.!?]\s)(?<![A-Za-z'])(?<!^)[A-Z][a-z]{2,}(?![A-Za-z])")
+_NOT_NAMES = frozenset({"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "January",
+                        "February", "March", "April", "June", "July", "August", "September", "October", "November",
+                        "December", "The", "And", "But", "Lol", "Omg", "Haha", "Okay", "Hey", "Yeah"})
+
+
+def names_someone(text: str) -> bool:
+    """Whether a message names someone: a person jieba tags in its Chinese (``nr``: 蔚蔚, 小林, 阿屿) or a capitalised
+    word inside a sentence ("a fight with Priya", "被主管Linda骂"; a sentence's first word is capitalised anyway).
+    "跟蔚蔚吵架了" is an event in the user's life because 蔚蔚 is a person in it; no cue list can hold every name."""
+    if any(m.group(0) not in _NOT_NAMES for m in _LATIN_NAME.finditer(text.strip())):
+        return True
+    if not CJK_RE.search(text):
+        return False
+    from ..retrieval.lexical import pos_tags
+
+    return any(flag.startswith("nr") and len(word) >= 2 for word, flag in pos_tags(text))
