@@ -234,4 +234,5 @@ def test_an_aside_is_a_short_state_that_says_what_it_is_never_titled_by_its_repl
 def test_a_request_to_recall_is_not_read_again_clause_by_clause(wbrain):
     """From the lived-in development set: what follows "…来着" is the question's colour, not a fact to keep (the
     clause look wrote "他今天又说了一遍" as an event)."""
-    assert ingest(wbrain, "haven:lived-laizhe", "我爸教了多少年书来着，他今天又说了一遍，我又没记住", reply="嗯嗯") == []
+    text = "我爸教了多少年书来着，他今天又说了一遍，我又没记住"
+    assert ingest(wbrain, "haven:lived-laizhe", text, reply="嗯嗯") == []
