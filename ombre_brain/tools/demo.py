@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config_yaml import load_yaml_text
+from ..config.parse import load_yaml_text
 from .replay import seed_scenario
 
 if TYPE_CHECKING:

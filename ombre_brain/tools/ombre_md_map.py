@@ -46,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from ..config_yaml import load_yaml_text
+from ..config.parse import load_yaml_text
 from ..timeutil import coerce_time
 from .ombre_md_kinds import KIND_KEYS, kind_mapping
 

@@ -24,8 +24,8 @@ from typing import Any
 import yaml
 
 from ..config import Config, load_config
-from ..config_lines import key_lines, line_of
-from ..config_yaml import parse_yaml_mapping
+from ..config.lines import key_lines, line_of
+from ..config.parse import parse_yaml_mapping
 from ..errors import ConfigError
 from ..recall_policy import RecallPolicy
 from ..retrieval.candidates import Retriever

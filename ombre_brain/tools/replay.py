@@ -16,7 +16,7 @@ from typing import Any
 from ..brain import Brain
 from ..buckets import split_sentences
 from ..config import load_config
-from ..config_yaml import deep_merge, load_yaml_text
+from ..config.parse import deep_merge, load_yaml_text
 from ..errors import ConfigError, ValidationError
 from ..timeutil import parse_time, relative_time
 

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from ..config import Config, load_config
-from ..config_yaml import deep_merge
+from ..config.parse import deep_merge
 from ..errors import ValidationError
 from ..gateway.sessions import state_from_json
 from ..timeutil import parse_time, relative_time

@@ -2,14 +2,14 @@
 
 The profile is the stable section that says who the user is and how to be with them (docs/design.md §24): one
 short line per stable fact or lesson, every turn, within a budget of its own. Declared here, once each, typed;
-:mod:`.config` builds them into ``Config``.
+the package builds them into ``Config``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .config_yaml import _rng
+from .parse import _rng
 
 PROFILE_HINTS = ("stable_boundary", "relationship_lesson", "short_state", "process_event")
 HINT_SOURCES = ("model", "model_adjusted", "rule", "default")

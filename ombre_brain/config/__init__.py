@@ -1,8 +1,10 @@
 """Load, deep-merge and validate YAML config into frozen, typed objects.
 
-Each option is declared once, here, as a dataclass field with its type and range; the
-defaults live in ``config/default.yaml``. Parsing happens once at the door, so the pipeline
-never reads raw dicts and a mistake names the file, the dotted key and what was expected.
+Each option is declared once, as a dataclass field with its type and range: here, or in the module of its
+option group (``retrieval``, ``server``, ``writer``, ``profile``), whose classes this package re-exports; the
+defaults live in ``config/default.yaml``. ``parse`` reads YAML and types raw values; ``lines`` finds the line a
+dotted key is written on. Parsing happens once at the door, so the pipeline never reads raw dicts and a mistake
+names the file, the dotted key and what was expected.
 """
 
 from __future__ import annotations
@@ -17,30 +19,30 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from .config_lines import line_of
-from .config_profile import HINT_SOURCES, PROFILE_HINTS
-from .config_profile import ProfileConfig as ProfileConfig
-from .config_profile import ProfileWeights as ProfileWeights
-from .config_retrieval import AdmissionConfig as AdmissionConfig
-from .config_retrieval import AdmissionModel as AdmissionModel
-from .config_retrieval import ContextConfig as ContextConfig
-from .config_retrieval import FusionConfig as FusionConfig
-from .config_retrieval import LexicalConfig as LexicalConfig
-from .config_retrieval import ReaderConfig as ReaderConfig
-from .config_retrieval import RetrievalConfig as RetrievalConfig
-from .config_server import PlaygroundConfig as PlaygroundConfig
-from .config_server import ServerConfig as ServerConfig
-from .config_server import TokenRule as TokenRule
-from .config_writer import WriterConfig as WriterConfig
-from .config_writer import WriterModelConfig as WriterModelConfig
-from .config_writer import WriterSignals as WriterSignals
-from .config_yaml import _build, _Invalid, _origin_of, _read_yaml, _rng, deep_merge
-from .errors import ConfigError
-from .retrieval.features import FEATURES
+from ..errors import ConfigError
+from ..retrieval.features import FEATURES
+from .lines import line_of
+from .parse import _build, _Invalid, _origin_of, _read_yaml, _rng, deep_merge
+from .profile import HINT_SOURCES, PROFILE_HINTS
+from .profile import ProfileConfig as ProfileConfig
+from .profile import ProfileWeights as ProfileWeights
+from .retrieval import AdmissionConfig as AdmissionConfig
+from .retrieval import AdmissionModel as AdmissionModel
+from .retrieval import ContextConfig as ContextConfig
+from .retrieval import FusionConfig as FusionConfig
+from .retrieval import LexicalConfig as LexicalConfig
+from .retrieval import ReaderConfig as ReaderConfig
+from .retrieval import RetrievalConfig as RetrievalConfig
+from .server import PlaygroundConfig as PlaygroundConfig
+from .server import ServerConfig as ServerConfig
+from .server import TokenRule as TokenRule
+from .writer import WriterConfig as WriterConfig
+from .writer import WriterModelConfig as WriterModelConfig
+from .writer import WriterSignals as WriterSignals
 
-DEFAULT_PATH = Path(str(resources.files(__package__) / "default.yaml"))
+DEFAULT_PATH = Path(str(resources.files("ombre_brain") / "default.yaml"))
 """The whole default policy, shipped inside the package; ``config/default.yaml`` is its documented copy."""
-PERSONAS_DIR = Path(__file__).resolve().parent.parent / "config" / "personas"
+PERSONAS_DIR = Path(__file__).resolve().parents[2] / "config" / "personas"
 """Example persona overlays in a source checkout, loadable by name (``--config haven``)."""
 
 

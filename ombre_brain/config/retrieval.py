@@ -1,5 +1,5 @@
 """Retrieval's options (``lexical:`` and ``retrieval:`` in the config): the lexical index, fusion, admission and its
-fitted models, the conversation context. Declared here, once each, typed; :mod:`.config` builds them into ``Config``.
+fitted models, the conversation context. Declared here, once each, typed; the package builds them into ``Config``.
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .config_yaml import _rng
+from .parse import _rng
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import yaml
 
-from .config_yaml import _Loader  # the loader config files are read with (YAML 1.2 booleans)
+from .parse import _Loader  # the loader config files are read with (YAML 1.2 booleans)
 
 __all__ = ["key_lines", "line_of"]
 

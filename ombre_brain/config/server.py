@@ -1,5 +1,5 @@
 """Where the server listens from and what it lets callers do (``server:`` in the config): bearer tokens, the
-default space, the body limit and the policy playground. Declared here, once each, typed; :mod:`.config` builds
+default space, the body limit and the policy playground. Declared here, once each, typed; the package builds
 them into ``Config``.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .config_yaml import _rng
+from .parse import _rng
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import yaml
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 def _rng(lo: float | None = None, hi: float | None = None) -> dict:

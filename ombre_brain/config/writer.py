@@ -1,12 +1,12 @@
 """The write path's options (``writer:`` in the policy): the rule writer's cue words, the learned decision's model and
-thresholds, and the cue lists it reads. Declared here, once each, typed; :mod:`.config` builds them into ``Config``.
+thresholds, and the cue lists it reads. Declared here, once each, typed; the package builds them into ``Config``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .config_yaml import _rng
+from .parse import _rng
 
 
 @dataclass(frozen=True)
