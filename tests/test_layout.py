@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "ombre_brain"
 MAX_LINES = 500
 WINGS = ("store", "retrieval", "turn", "writing", "gateway", "dream", "facts", "forget", "kinds", "server", "debug_ui",
-         "mcp", "tools", "cli")
+         "mcp", "evaluate", "tools", "cli")
 
 
 def _modules() -> dict[str, Path]:
@@ -105,7 +105,7 @@ def test_no_import_cycles_even_through_type_checking_imports():
 
 
 TRANSPORTS = ("ombre_brain.server", "ombre_brain.mcp", "ombre_brain.cli", "ombre_brain.debug_ui")
-OUTER = ("ombre_brain.cli", "ombre_brain.tools")  # the command line and the tools it runs: they may use anything
+OUTER = ("ombre_brain.cli", "ombre_brain.evaluate", "ombre_brain.tools")  # the command line and what it runs
 ASSEMBLY = {"ombre_brain.server.app": ("ombre_brain.debug_ui", "ombre_brain.mcp")}  # the app mounts their routes
 
 

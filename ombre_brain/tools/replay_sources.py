@@ -31,10 +31,10 @@ import yaml
 from ..config import Config, load_config
 from ..config.parse import deep_merge
 from ..errors import ValidationError
+from ..evaluate.conversation import STEP, Scores, _oracle, _score_turn, load_conversations
+from ..evaluate.inject import MEMORY_SECTIONS, NOW, Outcome, built_store, load_inject_yaml, score
 from ..gateway.sessions import state_from_json
 from ..timeutil import parse_time, relative_time
-from .eval_conversation import STEP, Scores, _oracle, _score_turn, load_conversations
-from .eval_inject import MEMORY_SECTIONS, NOW, Outcome, built_store, load_inject_yaml, score
 from .policy_draft import draft_parts, overlay_of
 from .policy_replay import Pair, ReplayTurn
 from .replay import check_expect, load_scenario, not_injected_text_check, seed_scenario

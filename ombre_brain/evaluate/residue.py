@@ -8,7 +8,7 @@ components or more is found, so a partial copy counts too.
 
 :func:`run_trial` is one red-team trial: 8 threads write and run turns in a space while one of its
 memories is purged; afterwards nothing of that memory may be on disk (its Chroma vectors, its
-second-opinion vectors, its words). ``python -m ombre_brain.tools.residue --trials 30`` runs them,
+second-opinion vectors, its words). ``python -m ombre_brain.evaluate.residue --trials 30`` runs them,
 each in a fresh data directory that is also searched once closed (``--chroma HOST:PORT`` puts the
 vectors on a Chroma server; the data directory then holds only the ledger). docs/forgetting.md
 quotes the numbers.
@@ -162,7 +162,7 @@ def _trial_in_fresh_dir(k: int, config: dict, args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ombre_brain.tools.residue",
+    ap = argparse.ArgumentParser(prog="python -m ombre_brain.evaluate.residue",
                                  description="Purge a memory while threads write and run turns; search every file "
                                              "of the data directory for its vectors and words, by value.")
     ap.add_argument("--trials", type=int, default=30, help="how many trials, each in a fresh data directory")

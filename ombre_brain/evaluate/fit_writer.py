@@ -35,7 +35,7 @@ from ..writing.features import Encoders, ExchangeText, encoder_ids, signal_rows,
 from ..writing.model import BLOCKS, USER_LABELS, WriteModel, model_dir
 from ..writing.signals import SIGNAL_NAMES, compiled, dont_keep, units
 from .calibrate import auc, fit_logistic
-from .eval_inject import expected_calibration_error
+from .inject import expected_calibration_error
 
 __all__ = ["Labelled", "fit_writer", "format_fit", "load_labelled"]
 

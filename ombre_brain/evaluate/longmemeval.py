@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..brain import Brain
 from ..errors import ValidationError
-from .evaluate import SYSTEMS, Memory, Rankers, memory_bucket
+from .ranking import SYSTEMS, Memory, Rankers, memory_bucket
 
 KS = (5, 10)
 TURN_K = 10
