@@ -424,7 +424,7 @@ def suite_ledger_mode(request):
         return original_open(store, data_dir, **kw)
 
     from ombre_brain.cli import background
-    from ombre_brain.tools import reader
+    from ombre_brain.portability import read_only as reader
 
     original_open = background.open_ledger
     brain_module.Brain.__init__ = init

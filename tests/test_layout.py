@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "ombre_brain"
 MAX_LINES = 500
 WINGS = ("store", "retrieval", "turn", "writing", "gateway", "dream", "facts", "forget", "kinds", "server", "debug_ui",
-         "mcp", "evaluate", "tools", "cli")
+         "mcp", "evaluate", "portability", "tools", "cli")
 
 
 def _modules() -> dict[str, Path]:

@@ -191,7 +191,7 @@ def test_schemas_migrate_once_when_processes_start_together(tmp_path, postgres_s
     url = postgres_server.url_for(tmp_path / "race")
     script = ("import sys; from ombre_brain.config import load_config;"
               "from ombre_brain.store.ledger import open_ledger;"
-              "from ombre_brain.tools.migrate_ledger import install_schemas;"
+              "from ombre_brain.portability.migrate_ledger import install_schemas;"
               "l = open_ledger(load_config({'store': {'ledger': {'url': sys.argv[1]}}}).store, '.');"
               "install_schemas(l); print(sorted(l.tables())); l.close()")
     procs = [subprocess.Popen([sys.executable, "-c", script, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -5,7 +5,7 @@ index files only one process may own. An export needs neither: buckets, edges, c
 suppressed sources are all in the ledger, and the ledger's engine serves readers beside a writer
 (SQLite's WAL, PostgreSQL). So :func:`open_reader` opens the ledger alone (it must exist; nothing
 is created, reconciled or migrated past what a current ledger needs) and offers the few members of
-:class:`~ombre_brain.brain.Brain` that :func:`~ombre_brain.tools.portability.export_rows` reads.
+:class:`~ombre_brain.brain.Brain` that :func:`~ombre_brain.portability.jsonl.export_rows` reads.
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from ..kinds.anchors import ANCHOR_LIMIT
 from ..kinds.fields import kind_part
 from ..kinds.letters import is_sealed
 from ..timeutil import coerce_time
+from .jsonl import ImportReport, Problem, apply_buckets
 from .ombre_md_map import (
     BUCKET_ROOTS,
     Bad,
@@ -56,7 +57,6 @@ from .ombre_md_map import (
     read_bucket_file,
     top_folder,
 )
-from .portability import ImportReport, Problem, apply_buckets
 
 MANIFEST = "_ombre_backup_manifest.json"
 TIME_KEYS = ("created", "last_active", "updated", "event_time")
