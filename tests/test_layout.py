@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "ombre_brain"
 MAX_LINES = 500
 WINGS = ("store", "retrieval", "turn", "writing", "gateway", "dream", "facts", "forget", "kinds", "server", "debug_ui",
-         "mcp", "evaluate", "portability", "tools", "cli")
+         "mcp", "evaluate", "portability", "replay", "tools", "cli")
 
 
 def _modules() -> dict[str, Path]:
@@ -170,7 +170,7 @@ def test_no_import_cycles():
 
 def test_the_cycle_check_sees_function_local_imports(tmp_path):
     """The walker must see an import inside a function (that is how the old cycles hid)."""
-    graph = imports_of("ombre_brain.tools.replay")
+    graph = imports_of("ombre_brain.replay.scenario")
     assert "ombre_brain.brain" in graph
 
 

@@ -19,7 +19,7 @@ from ..evaluate.inject import eval_inject, format_inject
 from ..evaluate.longmemeval import eval_longmemeval, format_longmemeval
 from ..evaluate.plan import eval_plan, format_plan
 from ..evaluate.ranking import eval_locomo, eval_recall, format_locomo, format_recall
-from ..tools.replay import run_scenario
+from ..replay.scenario import run_scenario
 from .common import print_json
 
 

@@ -14,8 +14,8 @@ from datetime import timedelta
 from time import perf_counter
 
 from ..config import load_config
-from ..tools.playground_run import run_playground
-from ..tools.replay_sources import recorded_source
+from ..replay.playground import run_playground
+from ..replay.sources import recorded_source
 from .bench import BASE_TIME, REPLIES, SPACE, TURNS_PER_SESSION, _bar, synthetic_queries
 
 __all__ = ["bench_playground", "format_playground"]

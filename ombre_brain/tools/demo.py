@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config.parse import load_yaml_text
-from .replay import seed_scenario
+from ..replay.scenario import seed_scenario
 
 if TYPE_CHECKING:
     from ..brain import Brain

@@ -1,8 +1,8 @@
 """One playground replay from start to result (docs/design.md §22): a source's turns under two policies, compared.
 
 :func:`run_playground` opens each batch of the source (a space's own store, or a scratch store), runs its
-turns under the serving policy and the draft (:func:`~.policy_replay.replay_pairs`), and turns every pair
-into its difference (:mod:`.replay_diff`) as it goes, so a long replay reports progress turn by turn and
+turns under the serving policy and the draft (:func:`~.pairs.replay_pairs`), and turns every pair
+into its difference (:mod:`.diff`) as it goes, so a long replay reports progress turn by turn and
 can be cancelled between turns. The result is plain data: per turn the memories that entered or left
 which section with the gate and reason that changed, the outcome a labelled turn was scored on, and for
 a recorded turn whether the serving policy's replay still shows what was sent; then the totals and, for a
@@ -16,10 +16,10 @@ from collections.abc import Callable
 from time import perf_counter
 
 from ..config import Config
-from .policy_draft import changed_keys
-from .policy_replay import Cancelled, Pair, replay_pairs
-from .replay_diff import diff_turn, recorded_drift, totals
-from .replay_sources import Source
+from .diff import diff_turn, recorded_drift, totals
+from .draft import changed_keys
+from .pairs import Cancelled, Pair, replay_pairs
+from .sources import Source
 
 __all__ = ["MAX_RENDERED", "run_playground"]
 

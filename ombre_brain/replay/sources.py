@@ -35,9 +35,9 @@ from ..evaluate.conversation import STEP, Scores, _oracle, _score_turn, load_con
 from ..evaluate.inject import MEMORY_SECTIONS, NOW, Outcome, built_store, load_inject_yaml, score
 from ..gateway.sessions import state_from_json
 from ..timeutil import parse_time, relative_time
-from .policy_draft import draft_parts, overlay_of
-from .policy_replay import Pair, ReplayTurn
-from .replay import check_expect, load_scenario, not_injected_text_check, seed_scenario
+from .draft import draft_parts, overlay_of
+from .pairs import Pair, ReplayTurn
+from .scenario import check_expect, load_scenario, not_injected_text_check, seed_scenario
 
 __all__ = ["Batch", "Source", "labelled_kind", "recorded_source", "scenario_source", "set_source"]
 
