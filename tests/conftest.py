@@ -473,7 +473,7 @@ def demo_brain(tmp_path_factory):
     Shared: tests may add sessions or other spaces, but must not change or purge its buckets.
     """
     from ombre_brain import Brain
-    from ombre_brain.tools.demo import seed_persona
+    from ombre_brain.demo.seed import seed_persona
 
     b = Brain.open(tmp_path_factory.mktemp("demo-persona"), {"identity": {"ai_name": "Haven", "user_name": "Xiaoyu"},
                                                             "server": {"default_space": "haven:xiaoyu"}})

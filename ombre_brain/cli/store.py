@@ -15,7 +15,7 @@ from ..portability.jsonl import export_rows, import_jsonl, write_export
 from ..portability.migrate_ledger import migrate_ledger
 from ..portability.ombre_md import import_ombre_md, markdown_files, naive_zone
 from ..portability.read_only import open_reader
-from ..tools.doctor import describe_space, doctor
+from ..store.doctor import describe_space, doctor
 from .common import open_brain, print_json, progress_bar
 
 

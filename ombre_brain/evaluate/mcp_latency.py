@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     import anyio
 
     from ..brain import Brain
-    from ..tools.demo import seed_persona
+    from ..demo.seed import seed_persona
 
     data = Path(args.data or tempfile.mkdtemp(prefix="ombre-mcp-latency-"))
     if args.demo or args.data is None:

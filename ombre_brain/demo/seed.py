@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEMO_PERSONA", "seed_persona"]
 
-DEMO_PERSONA = Path(__file__).resolve().parent.parent / "demo" / "persona.yaml"
+DEMO_PERSONA = Path(__file__).resolve().parent / "persona.yaml"
 
 
 def seed_persona(brain: Brain, path: Path = DEMO_PERSONA) -> tuple[str, int]:

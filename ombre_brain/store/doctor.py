@@ -11,7 +11,7 @@ import os
 from datetime import datetime, timezone
 
 from ..errors import OmbreError
-from ..store.consistency import ISSUES, issue_count
+from .consistency import ISSUES, issue_count
 
 
 def reindex(brain, space: str) -> dict:
