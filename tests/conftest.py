@@ -424,7 +424,7 @@ def suite_ledger_mode(request):
         return original_open(store, data_dir, **kw)
 
     from ombre_brain.cli import background
-    from ombre_brain.tools import reader
+    from ombre_brain.portability import read_only as reader
 
     original_open = background.open_ledger
     brain_module.Brain.__init__ = init
@@ -473,7 +473,7 @@ def demo_brain(tmp_path_factory):
     Shared: tests may add sessions or other spaces, but must not change or purge its buckets.
     """
     from ombre_brain import Brain
-    from ombre_brain.tools.demo import seed_persona
+    from ombre_brain.demo.seed import seed_persona
 
     b = Brain.open(tmp_path_factory.mktemp("demo-persona"), {"identity": {"ai_name": "Haven", "user_name": "Xiaoyu"},
                                                             "server": {"default_space": "haven:xiaoyu"}})

@@ -392,7 +392,7 @@ def test_calibrate_separates_a_tiny_hand_made_set(tmp_path):
     """The fitted threshold puts every positive's memory above and every negative's candidates below it."""
     import yaml
 
-    from ombre_brain.tools.calibrate import calibrate, write_overlay
+    from ombre_brain.evaluate.calibrate import calibrate, write_overlay
 
     data = {
         "memories": {"m1": "我们一起去海边看日出", "m2": "周末在家做了红烧肉", "m3": "小猫年糕喜欢晒太阳",
@@ -423,7 +423,7 @@ def test_calibrate_separates_a_tiny_hand_made_set(tmp_path):
 
 def _injected_by_hand(ex, p, questions, t):
     """The plain reading of a turn: admitted = lexical or weighed and above its threshold; keep the best four."""
-    from ombre_brain.tools.calibrate import MAX_DIRECT
+    from ombre_brain.evaluate.calibrate import MAX_DIRECT
 
     out = []
     for qi, q in enumerate(questions):
@@ -439,7 +439,7 @@ def _injected_by_hand(ex, p, questions, t):
                           st.booleans(), st.floats(0, 1)), max_size=40),
        st.lists(st.booleans(), min_size=6, max_size=6), st.floats(0, 1), st.floats(0, 1))
 def test_calibrate_counts_injections_as_a_turn_would(rows, wanted, same, cross):
-    from ombre_brain.tools.calibrate import Example, Injections, Question
+    from ombre_brain.evaluate.calibrate import Example, Injections, Question
 
     ex = [Example((0.0,), int(label), qi, "g", fused, "s", lex, weighed, crossed)
           for qi, fused, label, lex, weighed, crossed, _ in rows]
@@ -452,7 +452,7 @@ def test_calibrate_counts_injections_as_a_turn_would(rows, wanted, same, cross):
 def test_the_threshold_guards_what_the_score_adds_not_what_words_already_admit():
     """Near misses written in their memories inject through lexical evidence at any threshold (here 4 of 20);
     the thresholds are still fitted, to what the score adds: no more false recall, every positive in."""
-    from ombre_brain.tools.calibrate import Example, Injections, Question, choose_threshold
+    from ombre_brain.evaluate.calibrate import Example, Injections, Question, choose_threshold
 
     ex, qs = [], []
     for i in range(20):
@@ -473,7 +473,7 @@ def test_the_threshold_guards_what_the_score_adds_not_what_words_already_admit()
 def test_cross_script_absent_topics_have_their_own_budget():
     """Questions about memories in another script are guarded apart: a loose cross-script threshold cannot
     spend the same-script questions' allowance, nor the other way round."""
-    from ombre_brain.tools.calibrate import Example, Injections, Question, choose_threshold
+    from ombre_brain.evaluate.calibrate import Example, Injections, Question, choose_threshold
 
     ex, qs = [], []
     for cross in (False, True):
@@ -492,7 +492,7 @@ def test_cross_script_absent_topics_have_their_own_budget():
 def test_chinese_and_english_questions_in_their_own_script_have_their_own_budget():
     """Chinese near misses here score 0.7 and English ones 0.5: one same-script threshold must stand above 0.7
     and loses the English answers at 0.6; apart, each language keeps its own answers and its allowance."""
-    from ombre_brain.tools.calibrate import Example, Injections, Question, choose_threshold
+    from ombre_brain.evaluate.calibrate import Example, Injections, Question, choose_threshold
 
     ex, qs, p = [], [], []
     for lang, absent, wanted in (("zh", 0.7, 0.8), ("en", 0.5, 0.6)):

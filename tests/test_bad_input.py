@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from ombre_brain import ConfigError, ValidationError, load_config
-from ombre_brain.tools.ombre_md import import_ombre_md
-from ombre_brain.tools.portability import FORMAT, ImportProblems, import_jsonl
+from ombre_brain.portability.jsonl import FORMAT, ImportProblems, import_jsonl
+from ombre_brain.portability.ombre_md import import_ombre_md
 
 SPACE = "haven:xiaoyu"
 

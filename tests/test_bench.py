@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ombre_brain import cli
-from ombre_brain.tools.bench import synthetic_queries, synthetic_store
+from ombre_brain.evaluate.bench import synthetic_queries, synthetic_store
 
 
 def _run_json(capsys, argv: list[str]) -> dict:
@@ -28,7 +28,7 @@ def test_the_floor_is_sampled_after_each_turn_and_again_in_a_phase_of_its_own(tm
     """A floor sample follows every measured turn (a slow minute slows both alike); the earlier method's
     floor, sampled after all the turns, is measured too, on queries of its own."""
     from ombre_brain import Brain
-    from ombre_brain.tools.bench import bench_turns, bench_write
+    from ombre_brain.evaluate.bench import bench_turns, bench_write
 
     events: list[tuple[str, str]] = []
     with Brain.open(tmp_path / "data") as brain:
@@ -78,7 +78,7 @@ def test_keep_builds_once_then_reuses_the_store(capsys, tmp_path):
     assert again["write_per_s"] == first["write_per_s"] and again["moments"] == first["moments"]
     assert 0 < again["turn_ms"]["p50"] <= again["turn_ms"]["p95"]
     from ombre_brain import Brain
-    from ombre_brain.tools.bench import SPACE
+    from ombre_brain.evaluate.bench import SPACE
 
     with Brain.open(root / "data") as brain:
         assert brain.store.count(SPACE) == 12
@@ -123,7 +123,7 @@ def test_keep_refuses_an_unfinished_store(capsys, tmp_path):
 def test_a_repeated_memory_is_deduplicated_and_its_edges_follow_the_kept_id(tmp_path):
     """At 100k buckets the generator repeats a memory now and then; the bench must link to the id dedupe kept."""
     from ombre_brain import Brain
-    from ombre_brain.tools.bench import SPACE, bench_write, link_edges
+    from ombre_brain.evaluate.bench import SPACE, bench_write, link_edges
 
     items, _ = synthetic_store(6, seed=5)
     items[4] = {**items[1], "id": items[4]["id"]}  # word for word the same memory under another id

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from ombre_brain import Brain
-from ombre_brain.tools.doctor import doctor
+from ombre_brain.store.doctor import doctor
 
 from .conftest import LiveServer
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from ombre_brain import ConfigError, load_config
-from ombre_brain.config_lines import key_lines, line_of
+from ombre_brain.config.lines import key_lines, line_of
 
 TEXT = """# a persona
 identity:

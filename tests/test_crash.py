@@ -34,7 +34,7 @@ from pathlib import Path
 path, cfg, seed, burst = Path(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 from ombre_brain import Brain
 from ombre_brain.config import load_config
-from ombre_brain.tools.doctor import doctor
+from ombre_brain.store.doctor import doctor
 from ombre_brain.store.chroma import ChromaBackend
 from ombre_brain.store.ledger import open_ledger
 

@@ -14,7 +14,7 @@ import pytest
 from ombre_brain import Brain
 from ombre_brain.buckets import bucket_from_dict
 from ombre_brain.errors import ProvenanceError, ValidationError
-from ombre_brain.tools.portability import export_space, import_jsonl
+from ombre_brain.portability.jsonl import export_space, import_jsonl
 from ombre_brain.turn import gates as G
 from ombre_brain.turn.gate_table import REASONS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ombre_brain import Brain, EmbeddingError
-from ombre_brain.tools.doctor import reindex
+from ombre_brain.store.doctor import reindex
 
 SPACE = "haven:xiaoyu"
 MINILM = {"embedding": {"backend": "sentence-transformers"}}

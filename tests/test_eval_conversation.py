@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from ombre_brain.errors import ValidationError
-from ombre_brain.tools.eval_conversation import eval_conversation, format_conversation, load_conversations
+from ombre_brain.evaluate.conversation import eval_conversation, format_conversation, load_conversations
 
 CHAT = """\
 conversations:
@@ -127,7 +127,7 @@ def _turn(*sections):
 
 
 def test_stale_counts_an_old_value_shown_as_current_and_not_one_marked_as_history(tmp_path):
-    from ombre_brain.tools.eval_conversation import Scores, _score_turn, memory_chars, wanted_layer
+    from ombre_brain.evaluate.conversation import Scores, _score_turn, memory_chars, wanted_layer
     p = tmp_path / "changed.yaml"
     p.write_text(CHANGED, encoding="utf-8")
     (conv,) = load_conversations(p)

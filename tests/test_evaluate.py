@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ombre_brain import cli
-from ombre_brain.tools.evaluate import (
+from ombre_brain.evaluate.ranking import (
     Memory,
     Question,
     evidence_ids,
@@ -112,8 +112,8 @@ def test_the_mixed_sets_keep_both_scripts_in_one_store(name):
     memories in both scripts, with questions in the other script than the memory they want."""
     from pathlib import Path
 
+    from ombre_brain.evaluate.inject import load_inject_yaml
     from ombre_brain.text import is_cjk_text
-    from ombre_brain.tools.eval_inject import load_inject_yaml
 
     ds = load_inject_yaml(Path(__file__).parent / "data" / f"{name}.yaml")
     cjk = {m.id: is_cjk_text(m.text) for m in ds.memories}
@@ -126,7 +126,7 @@ def test_a_set_may_write_a_memory_as_a_bucket_with_sections(tmp_path):
     """`memories: {id: {title, body, tags}}` is stored as written (the companion's own memories look like this),
     beside memories given as one text; a structured memory without a title is refused, naming it."""
     from ombre_brain.errors import ValidationError
-    from ombre_brain.tools.eval_inject import load_inject_yaml
+    from ombre_brain.evaluate.inject import load_inject_yaml
 
     path = tmp_path / "structured.yaml"
     path.write_text("memories:\n  m1:\n    title: 一起去爬山\n    body: |\n      ### moment\n      我们在山顶看云海。\n"

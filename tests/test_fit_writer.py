@@ -10,7 +10,7 @@ import pytest
 
 from ombre_brain import Brain
 from ombre_brain.errors import ValidationError
-from ombre_brain.tools.fit_writer import fit_writer, format_fit, load_labelled
+from ombre_brain.evaluate.fit_writer import fit_writer, format_fit, load_labelled
 from ombre_brain.writing.model import load_model
 
 KEEP = ["我在杭州做前端", "我养了一只猫叫年糕", "我对花生过敏", "my sister lives in Denver",

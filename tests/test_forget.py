@@ -148,7 +148,7 @@ def assert_forgotten(brain, server, client, space, gone_ids, words=WORDS):
         vec = brain.embedder.query(w)
         hits = brain.store.vector_search(space, vec, 50)
         assert not any(h.split("#")[0] in gone_ids for h in hits)
-    if importlib.util.find_spec("ombre_brain.tools.portability") is not None:
+    if importlib.util.find_spec("ombre_brain.portability.jsonl") is not None:
         seen["export"] = export_text(brain, space)
     for where, text in seen.items():
         for w in words:
@@ -157,7 +157,7 @@ def assert_forgotten(brain, server, client, space, gone_ids, words=WORDS):
 
 def export_text(brain, space) -> str:
     from ombre_brain.errors import NotFoundError
-    from ombre_brain.tools.portability import export_rows
+    from ombre_brain.portability.jsonl import export_rows
 
     try:
         return json.dumps(export_rows(brain, space), ensure_ascii=False)

@@ -7,7 +7,7 @@ its HNSW segment files and freed SQLite pages hold the vectors). After purging b
 source, every file under the data directory is read back byte by byte. What may remain by
 design is listed in docs/forgetting.md; the test holds the list to what it says.
 
-Vectors are searched by value (``tools/residue.vector_hits``): Chroma normalises what it stores,
+Vectors are searched by value (``evaluate/residue.vector_hits``): Chroma normalises what it stores,
 so the bytes differ from the embedder's, and a copy may sit at any offset. Issue 35 found them in
 1 purge of 4: hnswlib writes a new index's unused slots from uninitialised memory, which held the
 purged vectors; the concurrent test runs enough purges under load to catch that.
@@ -27,10 +27,10 @@ import pytest
 
 from ombre_brain import Brain, ValidationError
 from ombre_brain.config import load_config
+from ombre_brain.evaluate.residue import Forgotten, run_trial, vector_hits
 from ombre_brain.forget.receipts import make_receipt, unwrap, verify
 from ombre_brain.store.chroma import ChromaBackend
 from ombre_brain.store.chroma_files import segment_dirs, unused_bytes
-from ombre_brain.tools.residue import Forgotten, run_trial, vector_hits
 
 from .conftest import LiveServer, sqlite_only
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ombre_brain import Brain
-from ombre_brain.tools.demo import seed_persona
+from ombre_brain.demo.seed import seed_persona
 from ombre_brain.turn.budget import estimate_tokens
 
 SPACE = "haven:xiaoyu"

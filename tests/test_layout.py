@@ -15,8 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "ombre_brain"
 MAX_LINES = 500
-WINGS = ("store", "retrieval", "turn", "writing", "gateway", "dream", "facts", "forget", "kinds", "server", "debug_ui",
-         "mcp", "tools", "cli")
+WINGS = ("config", "store", "retrieval", "turn", "writing", "gateway", "dream", "facts", "forget", "kinds", "profile",
+         "server", "debug_ui", "mcp", "replay", "portability", "evaluate", "demo", "cli")
 
 
 def _modules() -> dict[str, Path]:
@@ -105,7 +105,10 @@ def test_no_import_cycles_even_through_type_checking_imports():
 
 
 TRANSPORTS = ("ombre_brain.server", "ombre_brain.mcp", "ombre_brain.cli", "ombre_brain.debug_ui")
-OUTER = ("ombre_brain.cli", "ombre_brain.tools")  # the command line and the tools it runs: they may use anything
+OUTER = ("ombre_brain.cli", "ombre_brain.evaluate")  # the command line and the evaluation it runs may use anything
+SERVING = ("ombre_brain.server", "ombre_brain.debug_ui", "ombre_brain.mcp", "ombre_brain.gateway", "ombre_brain.turn")
+EVALUATION = ("ombre_brain.evaluate",
+              "ombre_brain.tools")  # the shelf evaluation shared with import, replay and doctor until issue 51
 ASSEMBLY = {"ombre_brain.server.app": ("ombre_brain.debug_ui", "ombre_brain.mcp")}  # the app mounts their routes
 
 
@@ -114,8 +117,8 @@ def _wing(module: str, wings: tuple[str, ...]) -> str | None:
 
 
 def test_the_core_imports_no_transport():
-    """brain, turn, store, retrieval, dream (and every other module that is not a transport or a tool) never import
-    server, mcp, cli or debug_ui, even for type checking: the arrows point from the transports to the core."""
+    """brain, turn, store, retrieval, dream (and every other module that is neither a transport nor evaluation) never
+    import server, mcp, cli or debug_ui, even for type checking: the arrows point from the transports to the core."""
     bad = []
     for m in MODULES:
         if _wing(m, TRANSPORTS) or _wing(m, OUTER):
@@ -138,6 +141,16 @@ def test_transports_import_each_other_only_through_neutral_modules():
                 continue
             bad.append(f"{m} -> {n}")
     assert not bad, "transports importing each other: " + "; ".join(bad)
+
+
+def test_no_serving_module_imports_the_evaluation_wing():
+    """server, debug_ui, mcp, gateway and turn never import the evaluation wing (the eval commands, the benchmarks, the
+    fits), even for type checking: the debug UI takes the policy playground's engine from ``replay/``. ``tools/``, the
+    shelf that engine shared with the benchmarks until issue 51, is named too, so that no such shelf comes back under a
+    serving path."""
+    bad = [f"{m} -> {n}" for m in MODULES if _wing(m, SERVING)
+           for n in sorted(imports_of(m, type_checking=True)) if _wing(n, EVALUATION)]
+    assert not bad, "serving modules importing the evaluation wing: " + "; ".join(bad)
 
 
 def test_nothing_but_the_command_line_imports_it():
@@ -170,7 +183,7 @@ def test_no_import_cycles():
 
 def test_the_cycle_check_sees_function_local_imports(tmp_path):
     """The walker must see an import inside a function (that is how the old cycles hid)."""
-    graph = imports_of("ombre_brain.tools.replay")
+    graph = imports_of("ombre_brain.replay.scenario")
     assert "ombre_brain.brain" in graph
 
 

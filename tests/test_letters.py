@@ -24,7 +24,7 @@ from ombre_brain.config import load_config
 from ombre_brain.errors import ForbiddenError
 from ombre_brain.mcp.access import stdio_access
 from ombre_brain.mcp.server import build_server
-from ombre_brain.tools.portability import export_space, import_jsonl
+from ombre_brain.portability.jsonl import export_space, import_jsonl
 
 from .conftest import LiveServer, strip_echo
 from .test_mcp import _http_client

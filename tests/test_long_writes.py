@@ -3,7 +3,7 @@
 A 20,000-character body was 120+ moments embedded whole, 15,000-20,000 tokens of e5: 19 s on an
 idle 2-core machine, 112-124 s on a loaded one. Now one memory's moments share
 ``embedding.max_tokens_per_memory`` (2,048) tokens; the lexical index still reads every word. The
-time itself is measured by ``python -m ombre_brain.tools.long_writes`` (docs/benchmarks.md), not here.
+time itself is measured by ``python -m ombre_brain.evaluate.long_writes`` (docs/benchmarks.md), not here.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import numpy as np
 
 from ombre_brain import Brain, cli
 from ombre_brain.buckets import Bucket, Moment
-from ombre_brain.tools.doctor import doctor
+from ombre_brain.store.doctor import doctor
 
 SPACE = "haven:doc"
 

@@ -534,8 +534,8 @@ def test_rule_splitting_follows_paragraphs_then_topics():
 
 
 def test_the_latency_tool_measures_both_paths(tmp_path, capsys):
-    """`python -m ombre_brain.tools.mcp_latency` runs end to end (the numbers themselves are not asserted)."""
-    from ombre_brain.tools.mcp_latency import main as latency
+    """`python -m ombre_brain.evaluate.mcp_latency` runs end to end (the numbers themselves are not asserted)."""
+    from ombre_brain.evaluate.mcp_latency import main as latency
 
     assert latency(["--data", str(tmp_path / "data"), "--demo", "--n", "3", "--warmup", "1"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ombre_brain.tools.doctor import doctor
-from ombre_brain.tools.ombre_md import import_ombre_md, ombre_md_fields
+from ombre_brain.portability.ombre_md import import_ombre_md, ombre_md_fields
+from ombre_brain.store.doctor import doctor
 
 SPACE = "haven:xiaoyu"
 

@@ -20,7 +20,7 @@ from ombre_brain.errors import ConflictError
 from ombre_brain.kinds.anchors import ANCHOR_LIMIT
 from ombre_brain.kinds.letters import is_sealed
 from ombre_brain.kinds.migrate import DONE_KEY
-from ombre_brain.tools.ombre_md import import_ombre_md, naive_zone
+from ombre_brain.portability.ombre_md import import_ombre_md, naive_zone
 
 FIXTURE = Path(__file__).parent / "data" / "ombre_md_kinds"
 SPACE = "haven:xiaoyu"

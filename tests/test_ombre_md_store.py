@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from ombre_brain.cli.store import _count_rows
-from ombre_brain.tools import portability
-from ombre_brain.tools.ombre_md import import_ombre_md, markdown_files, naive_zone, ombre_md_fields
-from ombre_brain.tools.ombre_md_map import deletion_marker
+from ombre_brain.portability import jsonl as portability
+from ombre_brain.portability.ombre_md import import_ombre_md, markdown_files, naive_zone, ombre_md_fields
+from ombre_brain.portability.ombre_md_map import deletion_marker
 
 FIXTURE = Path(__file__).parent / "data" / "ombre_md_store"
 SPACE = "haven:xiaoyu"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ombre_brain.tools.eval_plan import eval_plan
+from ombre_brain.evaluate.plan import eval_plan
 
 DATA = Path(__file__).parent / "data" / "context_modes.yaml"
 

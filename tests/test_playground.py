@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from ombre_brain import Brain, ConfigError, load_config
-from ombre_brain.tools.demo import seed_persona
-from ombre_brain.tools.playground_run import run_playground
-from ombre_brain.tools.policy_draft import overlay_of, overlay_text, parse_draft, policy_text
-from ombre_brain.tools.policy_replay import Cancelled, replay_pairs
-from ombre_brain.tools.replay_sources import recorded_source, scenario_source, set_source
+from ombre_brain.demo.seed import seed_persona
+from ombre_brain.replay.draft import overlay_of, overlay_text, parse_draft, policy_text
+from ombre_brain.replay.pairs import Cancelled, replay_pairs
+from ombre_brain.replay.playground import run_playground
+from ombre_brain.replay.sources import recorded_source, scenario_source, set_source
 
 from .conftest import LEDGER_MODE, SCENARIOS, LiveServer
 

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from ombre_brain import Brain
-from ombre_brain.tools.demo import seed_persona
+from ombre_brain.demo.seed import seed_persona
 from ombre_brain.turn.budget import item_tokens
 
 from .conftest import LiveServer

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from ombre_brain import Brain, cli
-from ombre_brain.tools.doctor import doctor
-from ombre_brain.tools.portability import FORMAT, export_rows, export_space, import_jsonl
+from ombre_brain.portability.jsonl import FORMAT, export_rows, export_space, import_jsonl
+from ombre_brain.store.doctor import doctor
 
 SPACE = "haven:xiaoyu"
 KEY_ENV = "OMBRE_TEST_PURGE_KEY"

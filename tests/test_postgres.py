@@ -191,7 +191,7 @@ def test_schemas_migrate_once_when_processes_start_together(tmp_path, postgres_s
     url = postgres_server.url_for(tmp_path / "race")
     script = ("import sys; from ombre_brain.config import load_config;"
               "from ombre_brain.store.ledger import open_ledger;"
-              "from ombre_brain.tools.migrate_ledger import install_schemas;"
+              "from ombre_brain.portability.migrate_ledger import install_schemas;"
               "l = open_ledger(load_config({'store': {'ledger': {'url': sys.argv[1]}}}).store, '.');"
               "install_schemas(l); print(sorted(l.tables())); l.close()")
     procs = [subprocess.Popen([sys.executable, "-c", script, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -375,7 +375,7 @@ def test_concurrent_edits_through_two_processes_never_undo_each_other(tmp_path, 
 def test_bench_runs_on_a_postgresql_ledger_in_a_schema_of_its_own(tmp_path, postgres_server):
     import psycopg
 
-    from ombre_brain.tools.bench import run_bench
+    from ombre_brain.evaluate.bench import run_bench
 
     base = postgres_server.uri
     cfg = {"store": {"ledger": {"url": base}}, **PG_KEYS}
@@ -388,8 +388,8 @@ def test_bench_runs_on_a_postgresql_ledger_in_a_schema_of_its_own(tmp_path, post
 
 def test_a_turn_on_a_shared_ledger_waits_on_the_server_few_times(tmp_path, postgres_server, round_trips):
     """The turn's reads that do not depend on each other share round trips (counted, not timed)."""
-    from ombre_brain.tools.bench import SPACE as BENCH
-    from ombre_brain.tools.bench import synthetic_queries, synthetic_store
+    from ombre_brain.evaluate.bench import SPACE as BENCH
+    from ombre_brain.evaluate.bench import synthetic_queries, synthetic_store
 
     items, edges = synthetic_store(120, seed=3)
     cfg = merged(postgres_server.overlay(tmp_path / "trips"), {"identity": {"ai_name": "Haven", "user_name": "Xiaoyu"}})

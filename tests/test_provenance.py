@@ -164,7 +164,7 @@ def test_http_names_the_conflict_and_lists_the_sources(client):
 
 def test_export_and_import_keep_every_claim(brain, tmp_path):
     from ombre_brain import Brain
-    from ombre_brain.tools.portability import export_space, import_jsonl
+    from ombre_brain.portability.jsonl import export_space, import_jsonl
 
     bid = brain.write(SPACE, source="a", **TEXT)
     brain.write(SPACE, source="b", **TEXT)
@@ -181,7 +181,7 @@ def test_export_and_import_keep_every_claim(brain, tmp_path):
 
 
 def test_an_import_refuses_sources_that_are_not_strings(brain, tmp_path):
-    from ombre_brain.tools.portability import ImportProblems, export_space, import_jsonl
+    from ombre_brain.portability.jsonl import ImportProblems, export_space, import_jsonl
 
     brain.write(SPACE, source="a", **TEXT)
     out = tmp_path / "export.jsonl"

@@ -93,7 +93,7 @@ def _codes_in(obj, out: set[str]) -> set[str]:
 
 
 def test_real_turns_only_carry_codes_of_the_table():
-    from ombre_brain.tools.replay import run_scenario
+    from ombre_brain.replay.scenario import run_scenario
 
     seen: set[str] = set()
     for path in sorted(SCENARIOS.glob("*.yaml")):

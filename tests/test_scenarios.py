@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ombre_brain.tools.replay import check_expect, run_scenario
+from ombre_brain.replay.scenario import check_expect, run_scenario
 
 from .conftest import SCENARIOS
 

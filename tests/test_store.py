@@ -11,7 +11,7 @@ import random
 import pytest
 
 from ombre_brain import Brain, DuplicateError
-from ombre_brain.tools.doctor import doctor
+from ombre_brain.store.doctor import doctor
 
 from .conftest import sqlite_only
 

@@ -14,10 +14,10 @@ import pytest
 from ombre_brain import cli
 from ombre_brain.buckets import _decoded, _evidence_text, _sections_of, bucket_from_json, main_text_of
 from ombre_brain.errors import ValidationError
+from ombre_brain.evaluate.bench_check import check_run, read_recorded
 from ombre_brain.retrieval.dict_evidence import dict_evidence
 from ombre_brain.retrieval.dictionary import Bridge
 from ombre_brain.retrieval.features import _is_cjk
-from ombre_brain.tools.bench_check import check_run, read_recorded
 
 ENTRIES = [
     {"simplified": "海边", "definitions": ["coast", "seaside", "seashore", "beach"]},

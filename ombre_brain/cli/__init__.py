@@ -17,8 +17,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from ..demo.seed import seed_persona  # noqa: E402
 from ..errors import OmbreError  # noqa: E402
-from ..tools.demo import seed_persona  # noqa: E402
 from .parser import build_parser  # noqa: E402
 
 __all__ = ["build_parser", "main", "seed_persona"]

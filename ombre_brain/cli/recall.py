@@ -10,16 +10,16 @@ import yaml
 
 from ..config import load_config
 from ..errors import ValidationError
-from ..tools.bench import format_bench, plot_turn_p95, run_bench
-from ..tools.bench_check import check_run, check_shape, format_checks, read_recorded
-from ..tools.bench_playground import bench_playground, format_playground
-from ..tools.calibrate import STORE_FREE, calibrate, format_calibration, write_overlay
-from ..tools.eval_conversation import eval_conversation, format_conversation
-from ..tools.eval_inject import eval_inject, format_inject
-from ..tools.eval_longmemeval import eval_longmemeval, format_longmemeval
-from ..tools.eval_plan import eval_plan, format_plan
-from ..tools.evaluate import eval_locomo, eval_recall, format_locomo, format_recall
-from ..tools.replay import run_scenario
+from ..evaluate.bench import format_bench, plot_turn_p95, run_bench
+from ..evaluate.bench_check import check_run, check_shape, format_checks, read_recorded
+from ..evaluate.bench_playground import bench_playground, format_playground
+from ..evaluate.calibrate import STORE_FREE, calibrate, format_calibration, write_overlay
+from ..evaluate.conversation import eval_conversation, format_conversation
+from ..evaluate.inject import eval_inject, format_inject
+from ..evaluate.longmemeval import eval_longmemeval, format_longmemeval
+from ..evaluate.plan import eval_plan, format_plan
+from ..evaluate.ranking import eval_locomo, eval_recall, format_locomo, format_recall
+from ..replay.scenario import run_scenario
 from .common import print_json
 
 

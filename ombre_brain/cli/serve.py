@@ -7,9 +7,9 @@ import os
 
 from ..brain import Brain
 from ..config import load_config
-from ..config_yaml import load_yaml_text
+from ..config.parse import load_yaml_text
+from ..demo.seed import DEMO_PERSONA, seed_persona
 from ..errors import ConfigError
-from ..tools.demo import DEMO_PERSONA, seed_persona
 from .common import open_brain
 
 

@@ -11,11 +11,11 @@ from ..errors import ValidationError
 from ..forget import receipts
 from ..forget.keys import verification_secrets
 from ..forget.purge import answer
-from ..tools.doctor import describe_space, doctor
-from ..tools.migrate_ledger import migrate_ledger
-from ..tools.ombre_md import import_ombre_md, markdown_files, naive_zone
-from ..tools.portability import export_rows, import_jsonl, write_export
-from ..tools.reader import open_reader
+from ..portability.jsonl import export_rows, import_jsonl, write_export
+from ..portability.migrate_ledger import migrate_ledger
+from ..portability.ombre_md import import_ombre_md, markdown_files, naive_zone
+from ..portability.read_only import open_reader
+from ..store.doctor import describe_space, doctor
 from .common import open_brain, print_json, progress_bar
 
 

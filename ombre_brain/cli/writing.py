@@ -3,9 +3,9 @@ on authored memory stores) and `fit-supersede` (the profile's changed-fact model
 
 from __future__ import annotations
 
-from ..tools import fit_reader as reader
-from ..tools import fit_supersede as supersede
-from ..tools.fit_writer import default_out, fit_writer, format_fit
+from ..evaluate import fit_reader as reader
+from ..evaluate import fit_supersede as supersede
+from ..evaluate.fit_writer import default_out, fit_writer, format_fit
 from .recall import _require_files, _show
 
 

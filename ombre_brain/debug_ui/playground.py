@@ -19,9 +19,9 @@ from flask import current_app
 
 from ..config import Config
 from ..errors import ConfigError, ConflictError, ForbiddenError, NotFoundError, ValidationError
-from ..tools.playground_run import run_playground
-from ..tools.policy_draft import DRAFT_NAME, POLICY_SECTIONS, changed_keys, overlay_text, parse_draft, policy_text
-from ..tools.replay_sources import labelled_kind, recorded_source, scenario_source, set_source
+from ..replay.draft import DRAFT_NAME, POLICY_SECTIONS, changed_keys, overlay_text, parse_draft, policy_text
+from ..replay.playground import run_playground
+from ..replay.sources import labelled_kind, recorded_source, scenario_source, set_source
 from ..turn.gate_table import GATES
 from ..turn.words import words
 from ..web import current_scope, get_brain

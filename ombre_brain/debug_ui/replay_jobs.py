@@ -82,7 +82,7 @@ class ReplayJobs:
         return job
 
     def _run(self, job: ReplayJob, work: Callable[[ReplayJob], dict]) -> None:
-        from ..tools.policy_replay import Cancelled
+        from ..replay.pairs import Cancelled
 
         try:
             result = work(job)

@@ -1,6 +1,6 @@
 """``hold`` and ``grow``: writing memories with Ombre-Brain's arguments (design §3, §15).
 
-Ombre-Brain's fields map onto ours as the importer maps them (:mod:`ombre_brain.tools.ombre_md`):
+Ombre-Brain's fields map onto ours as the importer maps them (:mod:`ombre_brain.portability.ombre_md`):
 ``content`` is the body, verbatim; ``domain`` entries become ``domain:<name>`` tags;
 ``why_remembered`` / ``meaning`` / ``quotes`` become comments by ``ombre:why_remembered``,
 ``ombre:meaning`` and ``ombre:quote``; ``-1`` means "not given". Without a title, the first

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config_profile import ProfileConfig
+from ..config.profile import ProfileConfig
 from .frames import Frame, Line, supersessions
 
 SHOWN = "profile_line"

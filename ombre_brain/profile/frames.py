@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..config_profile import ProfileConfig
+from ..config.profile import ProfileConfig
 from ..cues import cue_regex
 from ..retrieval.dictionary import fold_english
 from ..retrieval.terms import specificity

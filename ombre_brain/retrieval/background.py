@@ -10,7 +10,7 @@ companion chat, none from an evaluation set), embedded once per encoder. The sam
 memory then get the same standing in a store of 1, 30 or 10,000 memories (docs/design.md §13, §17).
 
 The vectors of the encoders we ship (e5-small, USE v3, MiniLM) ship with the package
-(``background/<model>.npz``, written by ``python -m ombre_brain.tools.background``). For an encoder a
+(``background/<model>.npz``, written by ``python -m ombre_brain.evaluate.background``). For an encoder a
 user configures, the texts are embedded on first use and kept in the data directory
 (``reference/<model>.npz``): the stated fallback, a one-time cost of some seconds.
 

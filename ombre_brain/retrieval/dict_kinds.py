@@ -9,7 +9,7 @@ English stem of the dictionary once (25 s), shipped as ``dictionary_kinds.json.g
 bridge. The file names the versions it was made with; under any other jieba or CC-CEDICT, or another
 ``THING_SHARE``, it is not used and the words are tagged on the turn as before.
 
-Regenerate after upgrading either: ``python -m ombre_brain.tools.dict_kinds``.
+Regenerate after upgrading either: ``python -m ombre_brain.evaluate.dict_kinds``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ weighed candidates only (the best few of each script), so a turn pays for a hand
 
 The weights ship as package data (``retrieval/models/<id>.npz``, arrays only, beside ``<id>.json``: its card, the
 names of its inputs, the encoders it was fitted with, the data and its cross-validated figures). ``fit-reader``
-(``tools/fit_reader.py``) fits one on the authored stores in ``training/read/``. Pure: numpy arrays in and out.
+(``evaluate/fit_reader.py``) fits one on the authored stores in ``training/read/``. Pure: numpy arrays in and out.
 """
 
 from __future__ import annotations

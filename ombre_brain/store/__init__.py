@@ -6,5 +6,6 @@ memo), ``reads``, ``edges``, ``writes`` (the write-ahead protocol and crash reco
 ``forgetting`` and ``consistency``. ``interfaces`` names what each wing may ask of it. ``schema``
 holds its tables and their migrations, ``changes`` the change sequence the lexical index follows,
 ``claims`` the rules for a repeated write; ``ledger`` (SQLite or PostgreSQL) and ``chroma`` are the
-engines underneath. Every SQL statement on the store's own tables lives in this package.
+engines underneath. Every SQL statement on the store's own tables lives in this package. ``doctor`` runs
+the consistency checks and repairs over every space for ``ombre-brain doctor`` and ``reindex``.
 """
