@@ -86,7 +86,9 @@ def test_a_shorter_cooldown_and_a_smaller_budget_show_turn_by_turn(played):
     assert t["newly_injected"] >= 3 and t["changed"] >= 3
     before, after = t["section_tokens"]["recalled_memory"]
     assert after <= 120 * len(QUERIES) and before != after
-    assert {"kind": "enters", "reason_before": "skipped_recent_rounds"}.items() <= t["reasons"][0].items()
+    top = t["reasons"][0]["count"]  # the shorter cooldown's memories coming back are among the most frequent changes
+    assert any(r["kind"] == "enters" and r["reason_before"] == "skipped_recent_rounds" and r["count"] == top
+               for r in t["reasons"]), t["reasons"]
     assert third["items_after"]["recalled_memory"][0] in ("grandma_hospital", "grandma", "grandma_recovered")
 
 
