@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
 from ombre_brain import Brain
 from ombre_brain.config import load_config
 from ombre_brain.errors import ConfigError
+from ombre_brain.profile.book import Book, Entry
 from ombre_brain.profile.frames import FrameReader, Line, supersessions
 
 SPACE = "haven:yu"
@@ -125,6 +128,27 @@ def test_a_lived_in_store_shows_the_lines_that_matter_now_within_the_budget(tmp_
         assert cut and all(isinstance(e["score"], float) for e in cut)
 
 
+@pytest.mark.parametrize("weights, shown", [({}, True), ({"holder": 0.0, "attribute": 0.0}, False)])
+def test_a_lived_in_profile_shows_the_lines_about_whom_the_message_asks(weights, shown):
+    """"what's my cat's name again" in a crowded store whose search missed the line that says it ("Mothball turned
+    fifteen" shares no word with it): the space binds Mothball to the cat, so the message's frame and the line's meet
+    (weights holder, attribute); with those weights at zero the line is cut for the budget like any other old one."""
+    cfg = load_config({"gateway": {"profile": {"max_lines": 5, "weights": weights}}})
+    pc = cfg.gateway.profile
+    reader = FrameReader(pc)
+    texts = {"cat": "Mothball turned fifteen yesterday, she still sleeps on my keyboard",
+             **{f"f{i}": f"i swim at pool number {i} every week, lane {i % 7}" for i in range(30)}}
+    names = dict(reader.bindings("and my cat Mothball"))
+    entries = [Entry(bid, "stable_boundary", t, 12, DAY1 if bid == "cat" else DAY2, DAY1 if bid == "cat" else DAY2,
+                     5, 0, reader.read(t, t.split(), names)) for bid, t in texts.items()]
+    book = Book.build(entries, pc)
+    ask = "remind me, what's my cat's name again"
+    sel = book.select(pc, 60, datetime.fromisoformat(LATER.format(0)), {},
+                      about=lambda: reader.read(ask, ask.split(), names))
+    assert sel.about is not None and sel.about.holder == "cat" and len(sel.shown) <= 5
+    assert ("cat" in sel.shown) is shown
+
+
 def test_the_profile_is_off_with_a_budget_of_zero(tmp_path):
     with Brain.open(tmp_path / "data", {"gateway": {"budgets": {"profile": 0}}}) as b:
         b.write(SPACE, id="dog", title="狗", body="我家狗叫可乐", memory_layer="stable_boundary", memory_subject="user")
@@ -202,3 +226,26 @@ def test_through_the_proxy_the_profile_reaches_the_model_and_is_never_remembered
     memory = next(m["content"] for m in sent if m["role"] == "system")
     assert "## Profile" in memory and "可乐" in memory and "别讲道理" in memory
     assert sent[-1] == {"role": "user", "content": "今天好难过"}
+
+
+@pytest.mark.parametrize("said, shown, not_shown", [
+    ("also i need to correct something. i told you Romilly's in Boise but i had it wrong, Boise was her old post. "
+     "she's in Santa Fe now, has been since last fall", "Romilly: she's in Santa Fe now", "Boise"),
+    ("阿栖我之前说错了，我爸其实是初中老师，教地理的，我老把他跟我大伯搞混", "我爸其实是初中老师", "说错了"),
+])
+def test_a_corrections_line_says_what_is_true_now(yu, said, shown, not_shown):
+    fact(yu, "fix", said)
+    line = yu.turn(SPACE, "s", "hi", DAY2).section("profile").items[0].text
+    assert line.startswith(shown) and not_shown not in line
+
+
+def test_a_shared_cue_word_the_changed_fact_model_refuses_never_hides_an_allergy(yu):
+    """said_to_change read 不想再碰 (a sport) as a change of 磺胺 (an allergy): the model reads that pair at 0.005, so
+    the rule's word is not enough (``gateway.profile.supersede.rule_floor``)."""
+    fact(yu, "drug", "对了顺便跟你说，我对磺胺类的药过敏，小时候吃了浑身起风团，你帮我记着")
+    fact(yu, "yoga", "好主意。对了我想找个不伤手的运动，瑜伽我小时候练过两年，太无聊了，不想再碰", when=DAY2)
+    turn = yu.turn(SPACE, "s", "明天去诊所挂个水吧", LATER.format(0))
+    assert "drug" in profile_ids(turn)
+    floor0 = load_config({"gateway": {"profile": {"supersede": {"rule_floor": 0.0}}}})
+    book = yu.profile.book(SPACE, floor0)
+    assert book.superseded.get("drug", (None, None))[1] == "said_to_change"  # the rule alone still says so

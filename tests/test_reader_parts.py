@@ -8,9 +8,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from ombre_brain.config import load_config
 from ombre_brain.profile.supersede import Member, decide, feature_names, pair_rows
 from ombre_brain.recall_types import Admission
-from ombre_brain.retrieval.admission import read_admission
+from ombre_brain.retrieval.admission import read_admission, unread_admission
 from ombre_brain.retrieval.answer_types import answer_type_features, asked_types, held_types
 from ombre_brain.retrieval.trees import Forest, export
 from ombre_brain.writing.signals import names_someone
@@ -117,3 +118,18 @@ def test_lines_of_different_families_make_no_pair_and_an_empty_table():
     pairs, x = pair_rows(members, np.eye(2, 4, dtype=np.float32), np.eye(2, 4, dtype=np.float32), {}, ("job",),
                          ("alive",))
     assert pairs == [] and x.shape == (0, len(feature_names(("job",))))
+
+
+@pytest.mark.parametrize(("routed", "pinned", "whole_only", "reason", "admitted"), [
+    (ROUTED, False, True, "reader_unread", False),     # "千帆" in a title, past the reader: refused
+    (WHOLE, False, True, "term_in_title", True),       # every asked word in its title: the words say it whole
+    (ROUTED, True, True, "term_in_title", True),       # the user's pinned Core Memory: its routes decide
+    (ROUTED, False, False, "term_in_title", True),     # retrieval.reader.unread_whole off: as before the reader
+    (REFUSED, False, True, "weak_term_coverage", False),
+])
+def test_a_candidate_the_reader_did_not_read_is_admitted_only_on_words_that_say_it_whole(routed, pinned, whole_only,
+                                                                                         reason, admitted):
+    cfg = load_config({"retrieval": {"reader": {"unread_whole": whole_only}}})
+    got = unread_admission(SimpleNamespace(bucket=SimpleNamespace(pinned=pinned)), routed, cfg)
+    assert (got.reason, got.admitted) == (reason, admitted)
+    assert got.routed == (routed.reason if reason == "reader_unread" else routed.routed)

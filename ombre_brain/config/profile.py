@@ -27,6 +27,8 @@ class ProfileWeights:
     recalled: float = field(default=0.5, metadata=_rng(0, 100))     # sessions that recalled it, saturating
     lesson: float = field(default=0.5, metadata=_rng(0, 100))       # a relationship lesson: how to be with them
     care: float = field(default=1.0, metadata=_rng(0, 100))         # a line with a `care` cue (an allergy, a fear)
+    holder: float = field(default=2.0, metadata=_rng(0, 100))       # about whom the message is (my cat, 我妈)
+    attribute: float = field(default=2.0, metadata=_rng(0, 100))    # and what it asks of them (a name, a job)
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class SupersedeConfig:
     path: str | None = None  # a directory of fitted models (fit-supersede --out); None: the package's
     threshold: float | None = field(default=None, metadata=_rng(0, 1))  # None: the model card's
     rules: tuple[str, ...] = ()  # frame rules trusted beside the model (same_attribute, holder_ended, …)
+    rule_floor: float = field(default=0.1, metadata=_rng(0, 1))  # a rule's pair the model reads below this: refused
+    trusted_cues: tuple[str, ...] = ()  # a rule's link whose newer line says one of these stands whatever the model
 
 
 @dataclass(frozen=True)

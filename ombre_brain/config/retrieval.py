@@ -76,6 +76,7 @@ class ReaderConfig:
     admit: float | None = field(default=None, metadata=_rng(0, 1))          # a lookup's bar
     admit_unasked: float | None = field(default=None, metadata=_rng(0, 1))  # recall the user did not ask for
     veto: float = field(default=0.3, metadata=_rng(0, 1))  # what a route admitted stays out below this probability
+    unread_whole: bool = True  # a route admits a candidate the reader did not read only on words that say it whole
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ runs on arrays, so a store with thousands of stable memories costs a turn a frac
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..config.profile import ProfileConfig
-from .frames import Frame, Line, supersessions
+from .frames import OTHER, SELF, Frame, Line, supersessions
 
 SHOWN = "profile_line"
 FITS = "profile_fits"
@@ -73,6 +73,7 @@ class Book:
     entries: dict[str, Entry]
     superseded: dict[str, tuple[str, str]]     # old id -> (new id, rule)
     current: list[str]                          # eligible ids, in display order (facts, then lessons; oldest first)
+    names: dict[str, str] = field(default_factory=dict)  # the space's name bindings (可乐 → dog): a message's frame
     _arrays: dict = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -107,13 +108,18 @@ class Book:
                 "lesson": np.array([e.hint == "relationship_lesson" for e in es], dtype=np.float64),
                 "care": np.array([e.frame.care for e in es], dtype=np.float64),
                 "tokens": np.array([e.tokens for e in es], dtype=np.int64),
+                "holder": [e.frame.holder for e in es],
+                "attributes": [e.frame.attributes for e in es],
             }
         return self._arrays
 
-    def select(self, cfg: ProfileConfig, budget: int, now: datetime,
-               similarity: Mapping[str, float]) -> Selection:
+    def select(self, cfg: ProfileConfig, budget: int, now: datetime, similarity: Mapping[str, float],
+               about: Callable[[], Frame | None] | None = None) -> Selection:
         """This turn's lines. All current lines when they fit ``budget`` tokens and ``max_lines``; else the best by
-        score, in display order. ``similarity``: entry id -> [0, 1], how strongly this turn's search found it."""
+        score, in display order. ``similarity``: entry id -> [0, 1], how strongly this turn's search found it;
+        ``about``: the message's frame, read only when the turn must choose (whose it is about, what it asks: "what's
+        my cat's name again" is about the cat, and "Mothball turned fifteen" is a line about her, whatever its
+        words)."""
         a = self.arrays()
         n = len(self.current)
         if n == 0 or budget <= 0 or cfg.max_lines <= 0:
@@ -129,6 +135,12 @@ class Book:
             k = a["index"].get(bid)
             if k is not None:
                 score[k] += w.similarity * s
+        frame = about() if about is not None else None
+        if frame is not None and frame.holder != OTHER and (frame.holder != SELF or frame.attributes):
+            for k, (holder, attrs) in enumerate(zip(a["holder"], a["attributes"], strict=True)):
+                if holder == frame.holder:
+                    score[k] += (w.holder if frame.holder != SELF else 0.0) + (
+                        w.attribute if attrs & frame.attributes else 0.0)
         order = np.argsort(-score, kind="stable")
         chosen, used = [], 0
         for k in order:
@@ -140,7 +152,7 @@ class Book:
             if len(chosen) >= cfg.max_lines:
                 break
         keep = sorted(chosen)  # display order is the book's
-        return Selection(self, [self.current[k] for k in keep], score, budget)
+        return Selection(self, [self.current[k] for k in keep], score, budget, frame)
 
 
 @dataclass
@@ -151,6 +163,7 @@ class Selection:
     shown: list[str]
     scores: np.ndarray | None   # per current entry when the turn had to choose; None when all fit
     budget: int
+    about: Frame | None = None  # the message's frame the choice read (whose it is about, what it asks)
 
     def __post_init__(self) -> None:
         self._shown_set = frozenset(self.shown)

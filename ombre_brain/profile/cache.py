@@ -103,6 +103,10 @@ class ProfileCache:
         s = self._read(space, cfg, self.store.change_head(space))
         return self.members([r for r in s.raws.values() if r.never is None], s.frames, cfg.gateway.profile)
 
+    def message_frame(self, cfg: Config, book: Book, text: str, tokens) -> Frame:
+        """A message's frame, read with the space's name bindings (whose it is about, what it asks)."""
+        return self._reader(cfg).read(text, tokens, book.names)
+
     def clear_cache(self) -> None:
         """A purge: every space is read again (nothing of a purged memory stays in memory)."""
         with self._lock:
@@ -190,6 +194,7 @@ class ProfileCache:
                          max(0, s.claims.get(r.id, 1) - 1), s.frames[r.id], r.never, recalls.get(r.id, 0), r.layer)
                    for r in s.raws.values()]
         s.book = Book.build(entries, cfg.gateway.profile, s.linked, self.learned(s.raws, s.frames, cfg))
+        s.book.names = names
 
     def learned(self, raws: Mapping[str, _Raw], frames: Mapping[str, Frame], cfg: Config) -> dict | None:
         """The changed-fact model's supersessions among the members that may be shown (None: it is off, or the
@@ -202,11 +207,23 @@ class ProfileCache:
         if any(r.e5 is None or r.use is None for r in shown):
             return None
         members, e5, use, rules = self.members(shown, frames, pc)
-        pairs, x = pair_rows(members, e5, use, rules, tuple(pc.attributes), pc.endings)
+        # the attributes the model was fitted with, in its order: a persona's own attribute is no input of it
+        fitted = tuple(f.removeprefix("attr_") for f in model.features if f.startswith("attr_"))
+        pairs, x = pair_rows(members, e5, use, rules, fitted, pc.endings)
         threshold = pc.supersede.threshold if pc.supersede.threshold is not None else model.threshold
         probs = model.predict(x) if pairs else np.zeros(0, dtype=np.float32)  # one line alone, or none near another
         out = {old: (new, rule) for old, (new, rule, _p) in decide(members, pairs, probs, threshold).items()}
-        for old, (new, rule) in rules.items():  # the rules trusted beside the model (gateway.profile.supersede.rules)
+        # the rules trusted beside the model (gateway.profile.supersede.rules), where the model does not refuse the
+        # pair (``rule_floor``): a shared cue word alone (公司, called, 不*了) hid true facts in a lived-in store
+        # (a refused link leaves the older line current, for a later one the model agrees with)
+        read = {(members[i].id, members[j].id): float(v) for (i, j), v in zip(pairs, probs, strict=True)}
+        if pc.supersede.rule_floor > 0:
+            lines = [Line(m.id, m.at, m.frame, m.family) for m in members]
+            reader, text = self._reader(cfg), {m.id: m.text for m in members}
+            rules = supersessions(lines, pc.endings, pc.exclusive_holders,
+                                  accept=lambda o, n: read.get((o, n), 0.0) >= pc.supersede.rule_floor
+                                  or reader.says_change_plainly(text[n]))
+        for old, (new, rule) in rules.items():
             if rule in pc.supersede.rules:
                 out.setdefault(old, (new, rule))
         return out

@@ -23,7 +23,7 @@ Pure: text, tokens and the config in; frames and supersessions out.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -67,6 +67,7 @@ class FrameReader:
         self.holders = [(h, p) for h, words in cfg.holders.items() for p in _patterns(words)]
         self.attributes = [(a, p) for a, words in cfg.attributes.items() for p in _patterns(words)]
         self.changes = list(_patterns(cfg.change_cues))
+        self.trusted = list(_patterns(cfg.supersede.trusted_cues))
         self.care = list(_patterns(cfg.care))
         self.exclusive = frozenset(cfg.exclusive_holders)
         self.people = frozenset(cfg.people)
@@ -98,6 +99,11 @@ class FrameReader:
                           and specificity(t) >= self.min_specificity)
         return Frame(holder, frozenset(a for _, a in attributes), changed, terms,
                      any(p.search(folded) for p in self.care))
+
+    def says_change_plainly(self, text: str) -> bool:
+        """The line says outright that something changed (``supersede.trusted_cues``: 跳槽, 分手, switched, quit)."""
+        folded = fold(text)
+        return any(p.search(folded) for p in self.trusted)
 
     def bindings(self, text: str) -> tuple[tuple[str, str], ...]:
         """The names a line gives to a holder it names by a holder word: "我家狗叫可乐" (可乐 is the dog), "my cat
@@ -200,15 +206,17 @@ class Line:
     family: str = "fact"
 
 
-def supersessions(lines: Sequence[Line], endings: Iterable[str] = (),
-                  exclusive: Iterable[str] = ()) -> dict[str, tuple[str, str]]:
+def supersessions(lines: Sequence[Line], endings: Iterable[str] = (), exclusive: Iterable[str] = (),
+                  accept: Callable[[str, str], bool] | None = None) -> dict[str, tuple[str, str]]:
     """``{older id: (newer id, rule)}`` for every line a newer one supersedes: ``same_attribute``, ``said_to_change``,
     ``holder_ended`` (the newer states one of ``endings`` of a holder other than the user: a pet that died
     supersedes every older line about it) or ``holder_replaced`` (the newer says a change about a holder one has
     one of, ``exclusive``: a new manager). Each line is superseded by the first newer line that does so.
 
     One pass, oldest first, over indexes of the lines still current (by holder and attribute, by holder, and by
-    holder and key term): a space with thousands of stable memories is read in milliseconds.
+    holder and key term): a space with thousands of stable memories is read in milliseconds. ``accept(old, new)``,
+    when given, may refuse a link (the changed-fact model reads the pair as no change): the older line then stays
+    current, for a later line to supersede.
     """
     ends, only_one = frozenset(endings), frozenset(exclusive)
     out: dict[str, tuple[str, str]] = {}
@@ -217,7 +225,7 @@ def supersessions(lines: Sequence[Line], endings: Iterable[str] = (),
     by_term: dict[tuple, set[str]] = {}
 
     def drop(old: str, new: str, rule: str) -> None:
-        if old != new and old not in out:
+        if old != new and old not in out and (accept is None or accept(old, new)):
             out[old] = (new, rule)
 
     for line in sorted(lines, key=lambda x: (x.at, x.id)):
@@ -238,8 +246,8 @@ def supersessions(lines: Sequence[Line], endings: Iterable[str] = (),
             for piece in _pieces(f.terms):
                 for old in by_term.get((holder, piece), ()):
                     drop(old, new, "said_to_change")
-        for a in f.attributes:  # an attribute's current line is the newest (drop() skips the superseded elsewhere)
-            by_attribute[(holder, a)] = {new}
+        for a in f.attributes:  # an attribute's current lines: the newest, and any older one a link was refused
+            by_attribute[(holder, a)] = {new} | {o for o in by_attribute.get((holder, a), ()) if o not in out}
         by_holder.setdefault(holder, set()).add(new)
         for piece in _pieces(f.terms):
             by_term.setdefault((holder, piece), set()).add(new)

@@ -18,6 +18,9 @@ from ..text import CJK_RE, split_sentences
 NOT_THE_FACT = CONTEXT_ONLY_SECTIONS | {"context"}  # what rides beside the user's words: never the line
 _CLAUSE_END = "，,、；;：:"
 _QUESTION = re.compile(r"[?？]\s*$|[吗嘛呢吧]\s*[。.!！]?\s*$")
+_CORRECTION = re.compile(r"说错了|记错了|搞错了|弄错了"
+                         r"|(?i:\b(?:i (?:had|got) (?:it|that) wrong|i was wrong|i misspoke)\b)")
+_SUBJECT = re.compile(r"(?<=[a-z,] )([A-Z][a-z]{1,20})(?:'s|’s| is| was)\b")
 
 
 def source_text(bucket: Bucket) -> str:
@@ -30,12 +33,31 @@ def source_text(bucket: Bucket) -> str:
 def profile_line(bucket: Bucket, max_chars: int, weight: Callable[[str], int] = lambda s: 0) -> str:
     """The line the profile shows for a memory (at most ``max_chars`` characters, ``…`` where it was cut).
     ``weight`` says how plainly a sentence states a fact (the frame reader's cues: an attribute, a holder)."""
-    text = source_text(bucket)
+    text = corrected(source_text(bucket))
     if len(text) <= max_chars:
         return text
     sentences = [s.strip() for s in split_sentences(text) if s.strip()]
     best = max(sentences, key=lambda s: _says(s, weight), default=text)
     return best if len(best) <= max_chars else _cut(best, max_chars)
+
+
+def corrected(text: str) -> str:
+    """What a correction says now. "i told you Romilly's in Boise but i had it wrong, Boise was her old post. she's
+    in Santa Fe now": the words up to the correction state the old value, so the line is what follows it (the next
+    sentences, else the clauses after a first clause that holds it: "我之前说错了，我爸其实是初中老师"), after the
+    name the correction was about when the rest does not say it ("Romilly: she's in Santa Fe now")."""
+    cues = list(_CORRECTION.finditer(text))
+    if not cues:
+        return text
+    at = cues[-1].end()
+    sentences = [m.end() for m in re.finditer(r"[。！？!?；;]|\.(?=\s)", text) if m.end() > at]
+    rest = text[sentences[0]:].strip() if sentences else ""
+    if not rest and not re.search(f"[{_CLAUSE_END}]", text[:cues[-1].start()]):  # "我之前说错了，我爸其实是…"
+        rest = re.sub(f"^[^{_CLAUSE_END}]*[{_CLAUSE_END}]", "", text[at:], count=1).strip()
+    if len(rest) < 4:
+        return text
+    who = next((m.group(1) for m in _SUBJECT.finditer(text[:at]) if m.group(1) not in rest), None)
+    return f"{who}: {rest}" if who else rest
 
 
 def _says(sentence: str, weight: Callable[[str], int]) -> tuple[int, int, int]:
@@ -54,4 +76,4 @@ def _cut(text: str, max_chars: int) -> str:
     return text[:limit].rstrip() + "…"
 
 
-__all__ = ["NOT_THE_FACT", "profile_line", "source_text"]
+__all__ = ["NOT_THE_FACT", "corrected", "profile_line", "source_text"]

@@ -384,9 +384,21 @@ def admit(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionM
     for a weighed candidate the reader read (design §25), the reader's verdict: admitted at its bar (a lookup's, or a
     statement's stricter one), or by a route the reader does not object to (``retrieval.reader.veto``)."""
     routed = route_admission(candidate, q, cfg=cfg, model=model)
-    if reader is None or reader_bars is None or routed.reason in HARD_REFUSALS:
+    if reader_bars is None or routed.reason in HARD_REFUSALS:
         return routed
+    if reader is None:
+        return unread_admission(candidate, routed, cfg)
     return read_admission(candidate, q, reader, reader_bars, routed, other_person=other_person)
+
+
+def unread_admission(candidate: Candidate, routed: Admission, cfg: Any) -> Admission:
+    """A candidate the reader did not read (below the weighed ranks) while the reader is on: a route admits it only
+    when its words say the whole message (:func:`said_whole`), or it is the user's pinned Core Memory (its routes
+    decide, design §25); else ``reader_unread``. In a lived-in store a name or a common word in a title ("千帆",
+    "大老板") admitted every memory that wrote it, past the reader, against "千帆那个比赛叫啥名字来着"."""
+    if not routed.admitted or candidate.bucket.pinned or said_whole(routed) or not cfg.retrieval.reader.unread_whole:
+        return routed
+    return dataclasses.replace(routed, admitted=False, reason="reader_unread", routed=routed.reason)
 
 
 def route_admission(candidate: Candidate, q: QueryEvidence, *, cfg: Any, model: AdmissionModel | None) -> Admission:

@@ -98,7 +98,7 @@ def _chinese_held(text: str) -> set[str]:
 def answer_type_features(question: str, memory: str) -> list[float]:
     """``[asks any, every asked type held, some asked type missing, one flag per type asked]`` for the reader."""
     asked = asked_types(question)
-    held = held_types(memory)
+    held = held_types(memory) if asked else frozenset()  # nothing asked: what it holds changes nothing, costs jieba
     return [float(bool(asked)), float(bool(asked) and asked <= held), float(bool(asked - held)),
             *(float(t in asked) for t in TYPES)]
 

@@ -123,8 +123,8 @@ class Admitter:
             # Core Memory is the user's own pinned set, often several facts to one memory: its routes decide (§13)
             weighed = [c for c in found.candidates
                        if q.weighs(c, self.cfg.retrieval.admission.max_rank) and not c.bucket.pinned]
-            read, bars = self.reading.read(reader, space, plan, found, q, weighed, now), self.reading.bars(reader)
-            others = self.reading.others(plan, weighed)
+            read, others = self.reading.read(reader, space, plan, found, q, weighed, now)
+            bars = self.reading.bars(reader)
         cands = tuple(dataclasses.replace(c, admission=admit(c, q, cfg=self.cfg, model=model,
                                                              reader=read.get(c.bucket.id), reader_bars=bars,
                                                              other_person=c.bucket.id in others))

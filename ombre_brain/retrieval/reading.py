@@ -49,9 +49,10 @@ def e5_wholes(store: Search, space: str, cands: Sequence[Candidate]) -> dict[str
 
 def reader_rows(store: Search, space: str, plan: QueryPlan, weighed: Sequence[Candidate], q, *, top_fused: float,
                 feature_names: Sequence[str], use_wholes: Callable[[Sequence], dict[str, np.ndarray]],
-                now: datetime | None, frames) -> dict[str, np.ndarray]:
+                now: datetime | None, frames, message_frames: dict | None = None) -> dict[str, np.ndarray]:
     """The reader's input row of each weighed candidate (bucket id → row), from the admission's query evidence
-    ``q``. ``use_wholes`` gives memories' USE vectors as wholes (the Admitter's, read with the candidates)."""
+    ``q``. ``use_wholes`` gives memories' USE vectors as wholes (the Admitter's, read with the candidates).
+    ``message_frames``, when given, receives the message's frame as read beside each memory (its names bound)."""
     if not weighed:
         return {}
     emb, second = store.embedder, store.second
@@ -68,7 +69,10 @@ def reader_rows(store: Search, space: str, plan: QueryPlan, weighed: Sequence[Ca
         b = c.bucket
         text = b.main_text or b.title
         names = dict(frames.bindings(text))  # whose the memory is about, named in its own words ("my sister Anika")
-        pair = frame_pair(frames.read(query, q_tokens, names), frames.read(text, store.tokens(text), names))
+        qf = frames.read(query, q_tokens, names)
+        if message_frames is not None:
+            message_frames[b.id] = qf
+        pair = frame_pair(qf, frames.read(text, store.tokens(text), names))
         m_e5, m_use = e5s.get(b.id, zero_e5), uses.get(b.id, zero_use)
         _matched, _first, coverage = lexical_match(c, q.asked)
         feats = candidate_features(c, q, coverage, feature_names)
@@ -117,32 +121,27 @@ class Reading:
         return admit, max(admit, unasked), min(rc.veto, admit)
 
     def rows(self, space: str, plan: QueryPlan, found, q, weighed: Sequence[Candidate], feature_names: Sequence[str],
-             now: datetime | None) -> dict[str, np.ndarray]:
+             now: datetime | None, message_frames: dict | None = None) -> dict[str, np.ndarray]:
+        """The weighed candidates' input rows as :func:`reader_rows` reads them for this store (``fit-reader`` too)."""
         top = max((c.fused for c in found.candidates), default=0.0)
         return reader_rows(self.store, space, plan, weighed, q, top_fused=top, feature_names=feature_names,
-                           use_wholes=lambda buckets: self.use_wholes(space, buckets), now=now, frames=self.frames)
-
-    def others(self, plan: QueryPlan, weighed: Sequence[Candidate]) -> frozenset[str]:
-        """The weighed memories about another person than the one the message asks about (``reader_other_person``)."""
-        query = plan.query or plan.normalized
-        tokens = self.store.tokens(query)
-        out = set()
-        for c in weighed:
-            text = c.bucket.main_text or c.bucket.title
-            names = dict(self.frames.bindings(text))
-            if self.frames.other_person(self.frames.read(query, tokens, names), text):
-                out.add(c.bucket.id)
-        return frozenset(out)
+                           use_wholes=lambda buckets: self.use_wholes(space, buckets), now=now, frames=self.frames,
+                           message_frames=message_frames)
 
     def read(self, m: ReaderModel, space: str, plan: QueryPlan, found, q, weighed: Sequence[Candidate],
-             now: datetime | None) -> dict[str, float]:
-        """Each weighed candidate's calibrated probability that it answers the message."""
-        rows = self.rows(space, plan, found, q, weighed, m.feature_names, now)
+             now: datetime | None) -> tuple[dict[str, float], frozenset[str]]:
+        """Each weighed candidate's calibrated probability that it answers the message, and the weighed memories
+        about another person than the one the message asks about (``reader_other_person``), read from the same
+        frames."""
+        asked: dict = {}
+        rows = self.rows(space, plan, found, q, weighed, m.feature_names, now, message_frames=asked)
         if not rows:
-            return {}
+            return {}, frozenset()
         ids = list(rows)
         p = m.predict(np.stack([rows[i] for i in ids]))
-        return {bid: round(float(v), 6) for bid, v in zip(ids, p, strict=True)}
+        others = frozenset(c.bucket.id for c in weighed if c.bucket.id in asked
+                           and self.frames.other_person(asked[c.bucket.id], c.bucket.main_text or c.bucket.title))
+        return {bid: round(float(v), 6) for bid, v in zip(ids, p, strict=True)}, others
 
 
 __all__ = ["Reading", "e5_wholes", "reader_rows", "unit"]

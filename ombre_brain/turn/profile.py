@@ -67,7 +67,8 @@ class ProfileView:
         shown = [i.bucket_id for i in self.items]
         return {"shown": shown, "budget": self.selection.budget,
                 "tokens": sum(self.book.entries[b].tokens for b in shown),
-                "chose": self.selection.scores is not None, "entries": out}
+                "chose": self.selection.scores is not None, "entries": out,
+                "about": self.selection.about.to_dict() if self.selection.about is not None else None}
 
 
 def profile_stage(ctx, candidates) -> ProfileView | None:
@@ -80,7 +81,9 @@ def profile_stage(ctx, candidates) -> ProfileView | None:
     book = cache.book(ctx.space, cfg, ctx.store.change_head(ctx.space))
     if not book.entries:
         return None
-    sel = book.select(cfg.gateway.profile, budget, ctx.state.now, similarity(candidates))
+    query = ctx.plan.query or ctx.plan.normalized
+    sel = book.select(cfg.gateway.profile, budget, ctx.state.now, similarity(candidates),
+                      about=lambda: cache.message_frame(cfg, book, query, ctx.store.tokens(query)) if query else None)
     items = [line_item(book, sel, bid) for bid in sel.shown]
     return ProfileView(book, sel, items)
 

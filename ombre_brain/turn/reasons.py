@@ -38,6 +38,8 @@ ADMISSION_REASONS: Mapping[str, str] = {
     "sensitive_unasked": "tagged sensitive (retrieval.sensitive_tags): recalled only when the user asks about it",
     "reader_answers": "the reader (retrieval.reader) reads the message and this memory as a pair: it answers the "
                       "message (a lookup) or should be brought up for it (a statement, at the stricter bar)",
+    "reader_unread": "the reader was on but did not read this memory (below the weighed ranks), and the words a route "
+                     "found in it do not say the whole message: not admitted past the reader",
     "reader_below_threshold": "the reader reads the message and this memory as a pair: it does not answer the "
                               "message (below retrieval.reader's bar)",
     "reader_seconds": "admitted by its words (or the dictionary) and the reader, reading the pair, does not object "
