@@ -8,6 +8,7 @@ import json
 import sqlite3
 import threading
 import time
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -86,9 +87,11 @@ def test_a_shorter_cooldown_and_a_smaller_budget_show_turn_by_turn(played):
     assert t["newly_injected"] >= 3 and t["changed"] >= 3
     before, after = t["section_tokens"]["recalled_memory"]
     assert after <= 120 * len(QUERIES) and before != after
-    top = t["reasons"][0]["count"]  # the shorter cooldown's memories coming back are among the most frequent changes
-    assert any(r["kind"] == "enters" and r["reason_before"] == "skipped_recent_rounds" and r["count"] == top
-               for r in t["reasons"]), t["reasons"]
+    entered = Counter()  # the shorter cooldown's memories coming back: the most frequent way in, whatever admits them
+    for r in t["reasons"]:
+        if r["kind"] == "enters":
+            entered[r["reason_before"]] += r["count"]
+    assert entered.most_common(1)[0][0] == "skipped_recent_rounds", t["reasons"]
     assert third["items_after"]["recalled_memory"][0] in ("grandma_hospital", "grandma", "grandma_recovered")
 
 

@@ -53,6 +53,7 @@ class ProfileConfig:
     history_mark: str = "(earlier; since changed) "  # before a superseded memory's words wherever it is recalled
     max_lines: int = field(default=24, metadata=_rng(0, 1000))
     line_chars: int = field(default=90, metadata=_rng(10, 10000))     # a longer memory shows its fact sentence
+    line_chars_latin: int = field(default=140, metadata=_rng(10, 10000))  # the same for a line in Latin script
     recency_days: float = field(default=120, metadata=_rng(1, 100000))
     # A line the profile shows is also recalled (moved into Recalled Memory, whole) only on strong evidence: the
     # admission's evidence score at recall_evidence, or written words covering recall_coverage of the message.

@@ -24,6 +24,7 @@ from ..memory_layers import PROFILE_ROLE_HINTS, PROFILE_ROLE_SOURCES, infer_laye
 from ..recall_types import LayerDecision
 from ..retrieval.admission import sensitive
 from ..retrieval.second_opinion import memory_vector
+from ..text import is_cjk_text
 from ..turn.budget import estimate_tokens
 from .book import Book, Entry
 from .frames import Frame, FrameReader, Line, supersessions
@@ -126,8 +127,8 @@ class ProfileCache:
             never = ("dont_surface" if b.dont_surface else "anchor_only_when_asked" if b.anchor
                      else "sensitive_unasked" if sensitive(b, cfg) else None)
             reader = self._reader(cfg)
-            line = profile_line(b, pc.line_chars, reader.weight)
             text = source_text(b)  # its frame reads all it says: whose it is may be said before the line
+            line = profile_line(b, pc.line_chars if is_cjk_text(text) else pc.line_chars_latin, reader.weight)
             out[b.id] = _Raw(b.id, b.memory_layer or "", line, text, tuple(self.store.tokens(text)), b.created,
                              b.last_active or b.created, b.importance, never, decision)
         if out and (cfg.gateway.profile.supersede.id is not None or self.collect_vectors):
