@@ -38,6 +38,7 @@ from .admission import (
     script_ranks,
 )
 from .alignment import Alignment, align, memory_words
+from .answer_types import held_types
 from .background import load_reference
 from .candidates import Retrieval, query_vector
 from .dict_evidence import KEY_SHARE, DictEvidence, dict_evidence, names_thing
@@ -471,6 +472,8 @@ class Admitter:
             self._samples.clear()
             self._words.clear()
             self._pairs.clear()
+        self.reading.clear_cache()
+        held_types.cache_clear()
         admission.clear_cache()
 
 
