@@ -17,7 +17,7 @@ import pytest
 from ombre_brain import Brain
 from ombre_brain.buckets import build_moments
 from ombre_brain.writing.model import WriteModel
-from ombre_brain.writing.signals import SIGNAL_NAMES
+from ombre_brain.writing.signals import SIGNAL_NAMES, introduces_name
 
 from .conftest import LiveServer, StandInUpstream
 
@@ -236,3 +236,20 @@ def test_a_request_to_recall_is_not_read_again_clause_by_clause(wbrain):
     clause look wrote "他今天又说了一遍" as an event)."""
     text = "我爸教了多少年书来着，他今天又说了一遍，我又没记住"
     assert ingest(wbrain, "haven:lived-laizhe", text, reply="嗯嗯") == []
+
+
+@pytest.mark.parametrize("text", ["also got a chocolate lab named Moose who thinks he's a lapdog",
+                                  "also got a golden retriever named Biscuit"])
+def test_a_message_that_gives_a_name_keeps_what_it_names(wbrain, text):
+    """The model alone kept nothing of the lab named Moose (it knew names from pets it had the words for)."""
+    got = ingest(wbrain, f"haven:named{abs(hash(text)) % 10**6}", text, reply="Nice!")
+    assert [(b.memory_layer, b.body) for b in got if b.memory_subject == "user"] == [("stable_boundary", text)]
+
+
+@pytest.mark.parametrize("text, names", [
+    ("a company called Halverson Maps", True), ("our team is called Ask Me Later", True), ("her name is Fennel", True),
+    ("家里那只猫名字叫豆豆", True), ("I called Mom after work", False), ("she called me yesterday", False),
+    ("they called Dad", False), ("他叫我去吃饭", False), ("so tired today", False),
+])
+def test_what_gives_a_name(text, names):
+    assert introduces_name(text) is names

@@ -69,7 +69,7 @@ def reader_rows(store: Search, space: str, plan: QueryPlan, weighed: Sequence[Ca
     uses = use_wholes([c.bucket for c in weighed]) if second is not None else {}
     zero_e5, zero_use = np.zeros_like(q_e5), np.zeros(len(q_use), dtype=np.float32)
     q_tokens = store.tokens(query)
-    out = {}
+    out, asked = {}, {}
     for c in weighed:
         b = c.bucket
         text = b.main_text or b.title
@@ -78,7 +78,10 @@ def reader_rows(store: Search, space: str, plan: QueryPlan, weighed: Sequence[Ca
         else:  # whose the memory is about, named in its own words ("my sister Anika"), and what it states
             names = dict(frames.bindings(text))
             mf = frames.read(text, store.tokens(text), names)
-        qf = frames.read(query, q_tokens, names)
+        key = frozenset(names.items())  # most memories bind no name: the message reads the same beside each of them
+        qf = asked.get(key)
+        if qf is None:
+            qf = asked[key] = frames.read(query, q_tokens, names)
         if message_frames is not None:
             message_frames[b.id] = qf
         pair = frame_pair(qf, mf)

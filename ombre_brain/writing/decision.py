@@ -11,6 +11,10 @@ the relationship side. The verdict keeps each side apart, both when both hold (d
    companion says what the user wants to know, not who they are.
 3. The relationship side is kept when P(lesson) reaches ``writer.model.relationship_threshold``; a
    question may carry one ("以后这种节日你别主动提，好吗").
+4. A message that gives someone or something a name ("a chocolate lab named Moose", "名字叫豆豆") keeps its user
+   side as a stable boundary when the model would keep nothing (``introduces``, :func:`~.signals.introduces_name`,
+   not a model input): the model learned names from pets
+   and people it knew the words for, and "lab" is none of them.
 
 Pure: numbers and flags in, a :class:`Verdict` out.
 """
@@ -33,7 +37,7 @@ class Verdict:
     user_layer: str | None          # stable_boundary | short_state | process_event | None
     relationship: bool
     forget_previous: bool = False   # the message only asks to forget what came before it
-    reason: str = "model"           # model | clause | dont_keep | dont_keep_previous | question
+    reason: str = "model"           # model | clause | dont_keep | dont_keep_previous | question | introduces
     p_keep: float = 0.0             # P(the user side is worth keeping)
     p_relationship: float = 0.0
 
@@ -47,7 +51,7 @@ class Verdict:
 
 
 def decide(p_user: Sequence[float], p_relationship: float, signals: Mapping[str, float],
-           cfg: WriterModelConfig, *, dont_keep: bool = False) -> Verdict:
+           cfg: WriterModelConfig, *, dont_keep: bool = False, introduces: bool = False) -> Verdict:
     """The verdict from the model's probabilities (``p_user`` in :data:`USER_LABELS` order) and the cue signals."""
     p_keep = 1.0 - float(p_user[0])
     p_rel = float(p_relationship)
@@ -60,6 +64,8 @@ def decide(p_user: Sequence[float], p_relationship: float, signals: Mapping[str,
     layer = None
     if p_keep >= cfg.threshold:
         layer = USER_LABELS[1 + max(range(3), key=lambda i: float(p_user[1 + i]))]
+    elif introduces:  # "also got a chocolate lab named Moose": a name given is a fact of their life
+        return Verdict("stable_boundary", relationship, False, "introduces", p_keep, p_rel)
     return Verdict(layer, relationship, False, "model", p_keep, p_rel)
 
 

@@ -23,8 +23,8 @@ from functools import lru_cache
 from ..config import WriterSignals
 from ..text import CJK_RE, fold, simplified, split_sentences
 
-__all__ = ["CUE_LISTS", "SIGNAL_NAMES", "Signals", "compiled", "dont_keep", "is_question", "names_someone", "read",
-           "sentences", "signals", "units"]
+__all__ = ["CUE_LISTS", "SIGNAL_NAMES", "Signals", "compiled", "dont_keep", "introduces_name", "is_question",
+           "names_someone", "read", "sentences", "signals", "units"]
 
 CUE_LISTS = tuple(f.name for f in dataclasses.fields(WriterSignals)
                   if f.name not in ("question_words", "question_endings", "refers_back"))
@@ -175,6 +175,17 @@ def signals(user: str, reply: str, asked: str | None, sig: Signals) -> dict[str,
         "names": float(names_someone(user)),
     })
     return out
+
+
+_INTRODUCES = re.compile(r"\b(?:named|(?<![Ii] )(?<!we )(?<!he )(?<!ey )(?<!ou )called|name is|name's)\s+"
+                         r"(?!Me\b|Him\b|Her\b)[A-Z][\w'’-]+"
+                         r"|(?:名叫|名字叫|名字是|取名叫?|起名叫?|叫做)[\u4e00-\u9fff]")
+
+
+def introduces_name(text: str) -> bool:
+    """Whether a message gives someone or something its name ("a chocolate lab named Moose", "a company called
+    Halverson", "名字叫豆豆"): what it names is part of the user's life from now on, whatever the words around it."""
+    return _INTRODUCES.search(text) is not None
 
 
 _LATIN_NAME = re.compile(r"(?<![.!?]\s)(?<![A-Za-z'])(?<!^)[A-Z][a-z]{2,}(?![A-Za-z])")
