@@ -149,8 +149,8 @@ def _folds(groups: Sequence[str], sources: Sequence[str], k: int, seed: int = 13
 def _verdicts(ex: Sequence[Labelled], rows, asks, p_user: np.ndarray, p_rel: np.ndarray, cfg,
               p_clauses: Sequence | None = None) -> list:
     """The writer's own verdict on each exchange, its second look at long messages clause by clause included."""
-    out = [decide(p_user[i], float(p_rel[i]), rows[i], cfg, dont_keep=asks[i], introduces=introduces_name(ex[i].text.user))
-           for i in range(len(ex))]
+    out = [decide(p_user[i], float(p_rel[i]), rows[i], cfg, dont_keep=asks[i],
+                  introduces=introduces_name(ex[i].text.user)) for i in range(len(ex))]
     if p_clauses is None:
         return out
     return [clause_look(v, p_clauses[i], cfg) if len(p_clauses[i]) else v for i, v in enumerate(out)]
