@@ -128,11 +128,12 @@ def test_a_lived_in_store_shows_the_lines_that_matter_now_within_the_budget(tmp_
         assert cut and all(isinstance(e["score"], float) for e in cut)
 
 
-@pytest.mark.parametrize("weights, shown", [({}, True), ({"holder": 0.0, "attribute": 0.0}, False)])
+@pytest.mark.parametrize("weights, shown", [({"holder": 2.0, "attribute": 2.0}, True), ({}, False)])
 def test_a_lived_in_profile_shows_the_lines_about_whom_the_message_asks(weights, shown):
     """"what's my cat's name again" in a crowded store whose search missed the line that says it ("Mothball turned
     fifteen" shares no word with it): the space binds Mothball to the cat, so the message's frame and the line's meet
-    (weights holder, attribute); with those weights at zero the line is cut for the budget like any other old one."""
+    (weights holder, attribute); with those weights at zero (the default) the line is cut for the budget like any
+    other old one."""
     cfg = load_config({"gateway": {"profile": {"max_lines": 5, "weights": weights}}})
     pc = cfg.gateway.profile
     reader = FrameReader(pc)

@@ -27,8 +27,8 @@ class ProfileWeights:
     recalled: float = field(default=0.5, metadata=_rng(0, 100))     # sessions that recalled it, saturating
     lesson: float = field(default=0.5, metadata=_rng(0, 100))       # a relationship lesson: how to be with them
     care: float = field(default=1.0, metadata=_rng(0, 100))         # a line with a `care` cue (an allergy, a fear)
-    holder: float = field(default=2.0, metadata=_rng(0, 100))       # about whom the message is (my cat, 我妈)
-    attribute: float = field(default=2.0, metadata=_rng(0, 100))    # and what it asks of them (a name, a job)
+    holder: float = field(default=0.0, metadata=_rng(0, 100))       # about whom the message is (my cat, 我妈)
+    attribute: float = field(default=0.0, metadata=_rng(0, 100))    # and what it asks of them (a name, a job)
 
 
 @dataclass(frozen=True)
