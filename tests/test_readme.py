@@ -53,8 +53,8 @@ def test_a_built_wheel_opens_a_store_and_runs_a_turn(tmp_path):
     wheel = next(dist.glob("ombre_brain-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "ombre_brain/default.yaml" in names and "ombre_brain/demo/persona.yaml" in names
-    assert {"ombre_brain/writing/models/wd-e5s-use3-1.npz", "ombre_brain/writing/models/wd-e5s-use3-1.json",
-            "ombre_brain/writing/models/wd-e5s-1.npz"} <= set(names)  # the write decision's weights ship
+    assert {"ombre_brain/writing/models/wd-e5s-use3-2.npz", "ombre_brain/writing/models/wd-e5s-use3-2.json",
+            "ombre_brain/writing/models/wd-e5s-2.npz"} <= set(names)  # the write decision's weights ship
     assert any(n.startswith("ombre_brain/debug_ui/templates/") for n in names)
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)

@@ -16,8 +16,10 @@ import pytest
 
 from ombre_brain import Brain
 from ombre_brain.buckets import build_moments
-from ombre_brain.writing.model import WriteModel
-from ombre_brain.writing.signals import SIGNAL_NAMES, introduces_name
+from ombre_brain.config import load_config
+from ombre_brain.errors import ConfigError
+from ombre_brain.writing.model import WriteModel, load_model
+from ombre_brain.writing.signals import SIGNAL_NAMES, asks_to_recall, compiled, introduces_name
 
 from .conftest import LiveServer, StandInUpstream
 
@@ -63,6 +65,18 @@ def test_a_stated_time_and_the_feeling_go_with_the_memory(wbrain):
     assert b.valence < 0.5 and b.arousal > 0.5
     (b,) = ingest(wbrain, "haven:when", "My sister just got into Stanford!")
     assert b.valence > 0.6 and b.event_time is None
+
+
+@pytest.mark.parametrize("text", [
+    "我最喜欢的颜色是蓝色", "我对花生过敏", "我有个妹妹叫小雨", "我最喜欢的电影是千与千寻", "我喜欢周杰伦",
+    "我是独生子",
+    "my favorite color is blue", "I'm allergic to shellfish", "I have a brother named Tom", "I play the cello",
+])
+def test_a_one_sentence_fact_is_a_stable_boundary(wbrain, text):
+    """A lived-in model first learned that short messages are mostly chat ("ok bye", "ugh"): it lost "我对花生过敏" and
+    every favourite. One plain sentence about who the user is must be kept, however short."""
+    got = ingest(wbrain, f"haven:plain{abs(hash(text)) % 10**6}", text, reply="嗯嗯，记住啦")
+    assert [(b.memory_subject, b.memory_layer) for b in got] == [("user", "stable_boundary")]
 
 
 @pytest.mark.parametrize("text", [
@@ -165,6 +179,28 @@ def test_a_model_fitted_on_another_embedder_falls_back_to_the_rule_writer_with_o
     assert len(warned) == 1 and "sentence-transformers:some-other-model" in warned[0].getMessage()
 
 
+def test_a_perceptron_user_side_round_trips_and_a_malformed_one_is_named(tmp_path):
+    """The shipped user side is an ensemble of perceptrons stored as arrays: what is saved predicts the same once
+    loaded, and arrays that do not fit the vector are a config error naming the model, never a crash later."""
+    rng = np.random.default_rng(3)
+    d, h = 12, 5
+    mlp = {"mean": rng.normal(size=d), "scale": np.ones(d), "w1": rng.normal(size=(2, d, h)),
+           "b1": rng.normal(size=(2, h)), "w2": rng.normal(size=(2, h, 4)), "b2": rng.normal(size=(2, 4))}
+    m = WriteModel("mlp-t", ("signals",), {}, SIGNAL_NAMES[:d], np.zeros((4, d)), np.zeros(4), rng.normal(size=d), 0.1,
+                   {}, mlp)
+    m.save(tmp_path)
+    x = rng.normal(size=(7, d))
+    got, want = load_model("mlp-t", tmp_path).predict(x), m.predict(x)
+    np.testing.assert_allclose(got[0], want[0], atol=1e-4)
+    np.testing.assert_allclose(got[0].sum(axis=1), 1.0, atol=1e-9)
+    assert np.ptp(got[0][:, 0]) > 0.01  # it reads its input
+    bad = dict(mlp, w1=rng.normal(size=(2, d + 1, h)))
+    WriteModel("mlp-bad", ("signals",), {}, SIGNAL_NAMES[:d], np.zeros((4, d)), np.zeros(4), np.zeros(d), 0.0, {},
+               bad).save(tmp_path)
+    with pytest.raises(ConfigError, match="mlp-bad.*perceptrons"):
+        load_model("mlp-bad", tmp_path)
+
+
 def test_the_proxy_remembers_the_statements_not_the_question_and_decides_on_the_worker(tmp_path):
     upstream = StandInUpstream()
     brain = Brain.open(tmp_path / "data", {"server": {"default_space": SPACE},
@@ -236,6 +272,28 @@ def test_a_request_to_recall_is_not_read_again_clause_by_clause(wbrain):
     clause look wrote "他今天又说了一遍" as an event)."""
     text = "我爸教了多少年书来着，他今天又说了一遍，我又没记住"
     assert ingest(wbrain, "haven:lived-laizhe", text, reply="嗯嗯") == []
+
+
+@pytest.mark.parametrize("text", [
+    "豆豆是哪天生日来着，医生问我我都答不上来", "小周妈妈问我是不是还跟人合租，我现在是一个人住对吧",
+    "what's Delia's husband called again", "what was the name of the shelter i got her from",
+    "where did i work before this job, Ines is asking about my career"])
+def test_a_message_that_asks_to_be_reminded_keeps_nothing_of_its_colour(wbrain, text):
+    """The clause beside the question says why the user asks (the doctor asked, Ines is asking): stored, it would be a
+    memory of the question standing beside the fact it asks for."""
+    assert ingest(wbrain, f"haven:recall{abs(hash(text)) % 10**6}", text, reply="嗯嗯") == []
+
+
+@pytest.mark.parametrize("text, asks", [
+    ("豆豆是哪天生日来着，医生问我", True), ("你还记得我家狗叫啥吗，同事问我", True), ("我现在是一个人住对吧", True),
+    ("so what was the name of the shelter", True), ("do you remember what the vet said", True),
+    ("where did i work before this job", True), ("what's Delia's husband called again", True),
+    ("我家狗叫豆豆", False), ("我之前说过我要换工作，现在定了", False), ("which means i work from home now", False),
+    ("how i met him is a long story", False), ("I told you my sister lives in Leeds", False),
+    ("did I tell you I'm coeliac? so wedding food is an adventure", False),
+])
+def test_what_asks_to_be_reminded(text, asks):
+    assert asks_to_recall(text, compiled(load_config().writer.signals)) is asks
 
 
 @pytest.mark.parametrize("text", ["also got a chocolate lab named Moose who thinks he's a lapdog",

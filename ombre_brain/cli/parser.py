@@ -178,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--id", default=None, help="the model id (default: writer.model.id of the config)")
     p.add_argument("--blocks", default="e5,use,signals",
                    help="feature blocks, comma-separated, among e5, use, signals (default all three)")
+    p.add_argument("--user-model", choices=("mlp", "logistic"), default="mlp",
+                   help="the user side: an ensemble of small perceptrons (default) or one-vs-rest logistic layers")
     p.add_argument("--l2", type=float, default=100.0, help="the L2 penalty on standardised features (default 100)")
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
     p.add_argument("--dry-run", action="store_true", help="report the cross-validated figures, write nothing")

@@ -14,7 +14,7 @@ def cmd_fit_writer(args) -> int:
     blocks = [b.strip() for b in args.blocks.split(",") if b.strip()]
     out = None if args.dry_run else (args.out or default_out())
     res = fit_writer(args.data, config=args.config, blocks=blocks, model_id=args.id, l2=args.l2, folds=args.folds,
-                     out=out)
+                     out=out, user_model=args.user_model)
     return _show(res, args.json, format_fit)
 
 

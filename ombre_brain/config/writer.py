@@ -46,7 +46,7 @@ class WriterSignals:
 class WriterModelConfig:
     """The learned write decision (``ingest.extractor: model``; docs/design.md §7.4)."""
 
-    id: str = "wd-e5s-use3-1"  # weights shipped as ombre_brain/writing/models/<id>.npz and .json
+    id: str = "wd-e5s-use3-2"  # weights shipped as ombre_brain/writing/models/<id>.npz and .json
     path: str | None = None    # a directory of fitted models (fit-writer --out); None: the package's
     threshold: float = field(default=0.5, metadata=_rng(0, 1))               # user side: P(worth keeping)
     relationship_threshold: float = field(default=0.5, metadata=_rng(0, 1))  # relationship side: P(a lesson)

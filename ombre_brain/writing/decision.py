@@ -11,7 +11,10 @@ the relationship side. The verdict keeps each side apart, both when both hold (d
    companion says what the user wants to know, not who they are.
 3. The relationship side is kept when P(lesson) reaches ``writer.model.relationship_threshold``; a
    question may carry one ("以后这种节日你别主动提，好吗").
-4. A message that gives someone or something a name ("a chocolate lab named Moose", "名字叫豆豆") keeps its user
+4. A message that asks the companion to give back something the user told it ("元宝是哪天生日来着，医生问我", "what's
+   Delia's husband called again": :func:`~.signals.asks_to_recall`) keeps nothing on its user side either (``recall``):
+   it says what the user wants back, and its other clauses are the reason they ask.
+5. A message that gives someone or something a name ("a chocolate lab named Moose", "名字叫豆豆") keeps its user
    side as a stable boundary when the model would keep nothing (``introduces``, :func:`~.signals.introduces_name`,
    not a model input): the model learned names from pets
    and people it knew the words for, and "lab" is none of them.
@@ -37,7 +40,7 @@ class Verdict:
     user_layer: str | None          # stable_boundary | short_state | process_event | None
     relationship: bool
     forget_previous: bool = False   # the message only asks to forget what came before it
-    reason: str = "model"           # model | clause | dont_keep | dont_keep_previous | question | introduces
+    reason: str = "model"           # model | clause | dont_keep | dont_keep_previous | question | recall | introduces
     p_keep: float = 0.0             # P(the user side is worth keeping)
     p_relationship: float = 0.0
 
@@ -51,7 +54,8 @@ class Verdict:
 
 
 def decide(p_user: Sequence[float], p_relationship: float, signals: Mapping[str, float],
-           cfg: WriterModelConfig, *, dont_keep: bool = False, introduces: bool = False) -> Verdict:
+           cfg: WriterModelConfig, *, dont_keep: bool = False, introduces: bool = False,
+           recalls: bool = False) -> Verdict:
     """The verdict from the model's probabilities (``p_user`` in :data:`USER_LABELS` order) and the cue signals."""
     p_keep = 1.0 - float(p_user[0])
     p_rel = float(p_relationship)
@@ -61,6 +65,8 @@ def decide(p_user: Sequence[float], p_relationship: float, signals: Mapping[str,
     relationship = p_rel >= cfg.relationship_threshold
     if signals.get("all_questions"):
         return Verdict(None, relationship, False, "question", p_keep, p_rel)
+    if recalls:
+        return Verdict(None, relationship, False, "recall", p_keep, p_rel)
     layer = None
     if p_keep >= cfg.threshold:
         layer = USER_LABELS[1 + max(range(3), key=lambda i: float(p_user[1 + i]))]

@@ -25,7 +25,7 @@ from .drafts import Draft, clauses
 from .exchange import Exchange
 from .features import Encoders, ExchangeText, missing_encoder, vectors
 from .model import USER_LABELS, WriteModel, load_model
-from .signals import compiled, dont_keep, introduces_name, question_of, signals, units
+from .signals import asks_to_recall, compiled, dont_keep, introduces_name, question_of, signals, units
 
 log = logging.getLogger("ombre_brain")
 
@@ -80,7 +80,8 @@ class LearnedDecision:
         p_user, p_rel = self._model.predict(x)
         asks, _only = dont_keep(ex.user, self.sig)
         return decide(p_user[0], float(p_rel[0]), row, self.cfg, dont_keep=asks,
-                      introduces=introduces_name(ex.user)), row
+                      introduces=introduces_name(ex.user),
+                      recalls=asks_to_recall(ex.user, self.sig)), row
 
     def is_lesson(self, sentences: Sequence[str]) -> list[bool]:
         """Sentence by sentence: which of them the relationship side would keep on their own."""

@@ -1,8 +1,11 @@
 """The learned write decision's weights: what they read, how they are stored, what they predict.
 
-A model is two logistic layers over one feature vector of an exchange: the **user side** as four one-vs-rest
-classes (``none``, ``stable_boundary``, ``short_state``, ``process_event``; their scores normalised to sum to
-one) and the **relationship side** as yes/no (a lesson, an agreement, a promise). The vector is the
+A model reads one feature vector of an exchange and gives the **user side** as four classes (``none``,
+``stable_boundary``, ``short_state``, ``process_event``; probabilities that sum to one) and the **relationship side**
+as yes/no (a lesson, an agreement, a promise, a logistic layer). The user side is either one-vs-rest logistic layers
+(their scores normalised) or, since wd-e5s-use3-2, a small ensemble of one-hidden-layer perceptrons (ReLU, softmax) on
+standardised inputs: a lived-in user's "对，钩个杯垫" and "温岚帮我说话了，但没用" are events only in combination (a
+short message, a name, a hobby word), which one linear layer over a mean vector cannot weigh. The vector is the
 concatenation of feature *blocks*, each named in the model's card:
 
 - ``e5``: the store's embedder's ``query()`` vector of the user's message (the card names the embedder's
@@ -27,7 +30,7 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["BLOCKS", "USER_LABELS", "WriteModel", "load_model", "model_dir"]
+__all__ = ["BLOCKS", "MLP_ARRAYS", "USER_LABELS", "WriteModel", "load_model", "model_dir"]
 
 USER_LABELS = ("none", "stable_boundary", "short_state", "process_event")
 BLOCKS = ("e5", "use", "signals")
@@ -51,6 +54,8 @@ class WriteModel:
     rel_w: np.ndarray                       # (d,)
     rel_b: float
     card: dict[str, Any] = field(default_factory=dict)
+    mlp: dict[str, np.ndarray] | None = None  # the user side as perceptrons: mean, scale (d,), w1 (k,d,h), b1 (k,h),
+                                              # w2 (k,h,4), b2 (k,4); None: the logistic layers user_w, user_b
 
     @property
     def dimension(self) -> int:
@@ -61,8 +66,11 @@ class WriteModel:
         x = np.atleast_2d(np.asarray(x, dtype=np.float64))
         if x.shape[1] != self.dimension:
             raise ValueError(f"model {self.id} reads {self.dimension} features, got {x.shape[1]}")
-        user = _sigmoid(x @ self.user_w.T + self.user_b)
-        user = user / np.maximum(user.sum(axis=1, keepdims=True), 1e-12)
+        if self.mlp is not None:
+            user = _perceptrons(self.mlp, x)
+        else:
+            user = _sigmoid(x @ self.user_w.T + self.user_b)
+            user = user / np.maximum(user.sum(axis=1, keepdims=True), 1e-12)
         return user, _sigmoid(x @ self.rel_w + self.rel_b)
 
     def save(self, directory: str | Path) -> tuple[Path, Path]:
@@ -70,8 +78,9 @@ class WriteModel:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         npz, card = d / f"{self.id}.npz", d / f"{self.id}.json"
+        mlp = {f"mlp_{k}": v.astype(np.float32) for k, v in (self.mlp or {}).items()}
         np.savez(npz, user_w=self.user_w.astype(np.float32), user_b=self.user_b.astype(np.float32),
-                 rel_w=self.rel_w.astype(np.float32), rel_b=np.array([self.rel_b], dtype=np.float32))
+                 rel_w=self.rel_w.astype(np.float32), rel_b=np.array([self.rel_b], dtype=np.float32), **mlp)
         meta = {**self.card, "id": self.id, "blocks": list(self.blocks), "encoders": self.encoders,
                 "signals": list(self.signal_names), "user_labels": list(USER_LABELS)}
         card.write_text(json.dumps(meta, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
@@ -80,6 +89,21 @@ class WriteModel:
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(z, -60, 60)))
+
+
+MLP_ARRAYS = ("mean", "scale", "w1", "b1", "w2", "b2")
+
+
+def _perceptrons(mlp: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
+    """The ensemble's mean softmax over standardised ``x``."""
+    z = (x - mlp["mean"]) / mlp["scale"]
+    out = np.zeros((x.shape[0], mlp["b2"].shape[1]))
+    for w1, b1, w2, b2 in zip(mlp["w1"], mlp["b1"], mlp["w2"], mlp["b2"], strict=True):
+        logits = np.maximum(z @ w1 + b1, 0.0) @ w2 + b2
+        logits -= logits.max(axis=1, keepdims=True)
+        e = np.exp(logits)
+        out += e / e.sum(axis=1, keepdims=True)
+    return out / len(mlp["w1"])
 
 
 def load_model(model_id: str, directory: str | Path | None = None) -> WriteModel:
@@ -94,11 +118,16 @@ def load_model(model_id: str, directory: str | Path | None = None) -> WriteModel
         with np.load(npz, allow_pickle=False) as a:
             user_w, user_b, rel_w, rel_b = (np.asarray(a[k], dtype=np.float64)
                                             for k in ("user_w", "user_b", "rel_w", "rel_b"))
+            mlp = ({k: np.asarray(a[f"mlp_{k}"], dtype=np.float64) for k in MLP_ARRAYS}
+                   if "mlp_w1" in a.files else None)
         blocks = tuple(card["blocks"])
         if (any(b not in BLOCKS for b in blocks) or tuple(card.get("user_labels", USER_LABELS)) != USER_LABELS
                 or user_w.shape != (len(USER_LABELS), rel_w.shape[0]) or user_b.shape != (len(USER_LABELS),)):
             raise ValueError("blocks, labels or array shapes do not agree")
+        if mlp is not None and (mlp["w1"].ndim != 3 or mlp["w1"].shape[1] != rel_w.shape[0]
+                                or mlp["w2"].shape[2] != len(USER_LABELS) or mlp["mean"].shape != rel_w.shape):
+            raise ValueError("the perceptrons' array shapes do not agree")
     except (OSError, KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"writer.model.id: model {model_id!r} in {d} is malformed ({exc})") from None
     return WriteModel(model_id, blocks, dict(card.get("encoders") or {}), tuple(card.get("signals") or ()),
-                      user_w, user_b, rel_w, float(rel_b.reshape(-1)[0]), card)
+                      user_w, user_b, rel_w, float(rel_b.reshape(-1)[0]), card, mlp)
