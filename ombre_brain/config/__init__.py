@@ -134,7 +134,7 @@ class Budgets:
     facts: int = field(default=300, metadata=_rng(0, 1_000_000))
     core_memory: int = field(default=0, metadata=_rng(0, 1_000_000))
     core_memory_lookup: int = field(default=120, metadata=_rng(0, 1_000_000))
-    profile: int = field(default=320, metadata=_rng(0, 1_000_000))  # the profile's own budget (0: off; §24)
+    profile: int = field(default=360, metadata=_rng(0, 1_000_000))  # the profile's own budget (0: off; §24)
 
 
 CONTEXT_MODES = ("conflict_repair", "reflective_repair", "memory_lookup", "intimate", "playful", "task", "casual")
