@@ -16,10 +16,9 @@ import pytest
 
 from ombre_brain import Brain
 from ombre_brain.buckets import build_moments
-from ombre_brain.config import load_config
 from ombre_brain.errors import ConfigError
 from ombre_brain.writing.model import WriteModel, load_model
-from ombre_brain.writing.signals import SIGNAL_NAMES, asks_to_recall, compiled, introduces_name
+from ombre_brain.writing.signals import SIGNAL_NAMES, introduces_name
 
 from .conftest import LiveServer, StandInUpstream
 
@@ -282,18 +281,6 @@ def test_a_message_that_asks_to_be_reminded_keeps_nothing_of_its_colour(wbrain, 
     """The clause beside the question says why the user asks (the doctor asked, Ines is asking): stored, it would be a
     memory of the question standing beside the fact it asks for."""
     assert ingest(wbrain, f"haven:recall{abs(hash(text)) % 10**6}", text, reply="嗯嗯") == []
-
-
-@pytest.mark.parametrize("text, asks", [
-    ("豆豆是哪天生日来着，医生问我", True), ("你还记得我家狗叫啥吗，同事问我", True), ("我现在是一个人住对吧", True),
-    ("so what was the name of the shelter", True), ("do you remember what the vet said", True),
-    ("where did i work before this job", True), ("what's Delia's husband called again", True),
-    ("我家狗叫豆豆", False), ("我之前说过我要换工作，现在定了", False), ("which means i work from home now", False),
-    ("how i met him is a long story", False), ("I told you my sister lives in Leeds", False),
-    ("did I tell you I'm coeliac? so wedding food is an adventure", False),
-])
-def test_what_asks_to_be_reminded(text, asks):
-    assert asks_to_recall(text, compiled(load_config().writer.signals)) is asks
 
 
 @pytest.mark.parametrize("text", ["also got a chocolate lab named Moose who thinks he's a lapdog",

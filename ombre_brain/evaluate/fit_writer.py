@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from ..asking import asks_to_recall
 from ..config import load_config
 from ..errors import ValidationError
 from ..text import is_cjk_text
@@ -35,7 +36,7 @@ from ..writing.decision import clause_look, decide
 from ..writing.drafts import clauses
 from ..writing.features import Encoders, ExchangeText, encoder_ids, signal_rows, vectors
 from ..writing.model import BLOCKS, USER_LABELS, WriteModel, model_dir
-from ..writing.signals import SIGNAL_NAMES, asks_to_recall, compiled, dont_keep, introduces_name, units
+from ..writing.signals import SIGNAL_NAMES, compiled, dont_keep, introduces_name, units
 from .calibrate import auc, fit_logistic
 from .inject import expected_calibration_error
 
@@ -266,7 +267,7 @@ def fit_writer(paths: Sequence[str | Path], *, config=None, blocks: Sequence[str
     texts = [e.text for e in ex]
     rows = signal_rows(texts, sig)
     asks = [dont_keep(t.user, sig)[0] for t in texts]
-    recalls = [asks_to_recall(t.user, sig) for t in texts]
+    recalls = [asks_to_recall(t.user) for t in texts]
     x = vectors(blocks, texts, enc, sig, rows=rows)
     yu = np.array([USER_LABELS.index(e.user_layer) for e in ex])
     yr = np.array([e.relationship for e in ex], dtype=float)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from ..asking import asks_to_recall
 from ..config import Config
 from ..errors import ConfigError
 from ..timeutil import parse_iso
@@ -25,7 +26,7 @@ from .drafts import Draft, clauses
 from .exchange import Exchange
 from .features import Encoders, ExchangeText, missing_encoder, vectors
 from .model import USER_LABELS, WriteModel, load_model
-from .signals import asks_to_recall, compiled, dont_keep, introduces_name, question_of, signals, units
+from .signals import compiled, dont_keep, introduces_name, question_of, signals, units
 
 log = logging.getLogger("ombre_brain")
 
@@ -81,7 +82,7 @@ class LearnedDecision:
         asks, _only = dont_keep(ex.user, self.sig)
         return decide(p_user[0], float(p_rel[0]), row, self.cfg, dont_keep=asks,
                       introduces=introduces_name(ex.user),
-                      recalls=asks_to_recall(ex.user, self.sig)), row
+                      recalls=asks_to_recall(ex.user)), row
 
     def is_lesson(self, sentences: Sequence[str]) -> list[bool]:
         """Sentence by sentence: which of them the relationship side would keep on their own."""

@@ -22,10 +22,8 @@ from functools import lru_cache
 
 from ..config import WriterSignals
 from ..text import CJK_RE, fold, simplified, split_sentences
-from .drafts import clauses
 
-__all__ = ["CUE_LISTS", "SIGNAL_NAMES", "Signals", "asks_to_recall", "compiled", "dont_keep", "introduces_name",
-           "is_question",
+__all__ = ["CUE_LISTS", "SIGNAL_NAMES", "Signals", "compiled", "dont_keep", "introduces_name", "is_question",
            "names_someone", "read", "sentences", "signals", "units"]
 
 CUE_LISTS = tuple(f.name for f in dataclasses.fields(WriterSignals)
@@ -160,49 +158,6 @@ def dont_keep(text: str, sig: Signals) -> tuple[bool, bool]:
     rest = re.sub(r"[^\w]+", " ", rest)
     rest_units = len(CJK_RE.findall(rest)) + len(_LATIN_WORD.findall(CJK_RE.sub(" ", rest)))
     return True, rest_units <= 8
-
-
-_ZH_ASKS = re.compile(r"啥|几|哪|多[重大高远长久少]")  # beside writer.signals.question_words: what 来着 asks with
-_ZH_CONFIRMS = re.compile(r"(?:对吧|没错吧|是吧|对不对|没错吗|对吗)\W*$")  # "我现在是一个人住对吧"
-_ZH_REMEMBER = re.compile(r"(?:还记得|记不记得|你记得|记得我).*(?:啥|什么|哪|谁|几|多少|吗|没)")  # "还记得我家狗叫啥吗"
-_CJK_CHAR = re.compile(r"[\u4e00-\u9fff]")
-_EN_LEAD = r"^(?:(?:so|and|wait|ok|okay|hey|um+|uh+|btw|also|oh)\W+)*"
-_WH = r"(?:what|where|who|when|how)"
-_EN_AGAIN = re.compile(_EN_LEAD + r"(?:what|where|who|when|which|how)\b.*\bagain\b")
-_EN_RECALL = re.compile(
-    r"\b(?:remind me|did i (?:ever )?(?:tell|mention) (?:you )?(?:" + _WH + r"|which)"
-    r"|what (?:was|is|'s) the name of|what was (?:it|that|she|he) called|what did i (?:say|tell you)"
-    r"|(?:do )?you remember (?:" + _WH + r"|which))\b")
-_EN_ASKS_ABOUT_ME = re.compile(
-    _EN_LEAD + r"(?:what(?:'s| is| was| did| do| does| are| were)|where(?:'s| is| was| did| do| does)"
-    r"|who(?:'s| is| was| did)|when(?:'s| is| was| did| do| does)"
-    r"|which (?:one|of|day|year|city|street|school)|how (?:long|many|much|old|did|do|does|is|was))"
-    r"\b.*\b(?:my|i|me)\b")
-
-
-def _asks_to_recall(clause: str, sig: Signals) -> bool:
-    folded = read(clause)
-    if _CJK_CHAR.search(folded):
-        if "来着" in folded and (_ZH_ASKS.search(folded) or sig.hit("question_words", folded)):
-            return True
-        if _ZH_REMEMBER.search(folded):
-            return True
-        return _ZH_CONFIRMS.search(folded.strip()) is not None
-    return bool(_EN_AGAIN.search(folded) or _EN_RECALL.search(folded) or _EN_ASKS_ABOUT_ME.search(folded))
-
-
-def asks_to_recall(text: str, sig: Signals) -> bool:
-    """Whether a message asks the companion to give back something the user told it: a clause that asks with 来着
-    ("元宝是哪天生日来着，医生问我我都答不上来"), asks whether it remembers ("你还记得我家狗叫啥吗"), checks a fact of
-    theirs ("我现在是一个人住对吧"), or asks again
-    ("what's Delia's husband called again", "where did i work before this job, Ines is asking"), question mark or not.
-
-    Such a message says what the user wants back, not something new: the clause around the question is its colour
-    (the doctor asked, Ines is asking). Measured on the lived-in development set, these were a third of the noise the
-    writer wrote, and stored as memories they stand beside the very fact they ask for."""
-    if CJK_RE.search(text) and "我" not in text and "my" not in read(text).split():
-        return False  # "他说的没错吧" checks what someone else said, not what the user told
-    return any(_asks_to_recall(c, sig) for s in sentences(text) for c in clauses(s))
 
 
 def signals(user: str, reply: str, asked: str | None, sig: Signals) -> dict[str, float]:
