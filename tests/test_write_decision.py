@@ -274,7 +274,7 @@ def test_a_request_to_recall_is_not_read_again_clause_by_clause(wbrain):
 
 
 @pytest.mark.parametrize("text", [
-    "豆豆是哪天生日来着，医生问我我都答不上来", "小周妈妈问我是不是还跟人合租，我现在是一个人住对吧",
+    "豆豆是哪天生日来着，医生问我我都答不上来", "我现在是一个人住对吧，小周妈妈问我是不是还跟人合租",
     "what's Delia's husband called again", "what was the name of the shelter i got her from",
     "where did i work before this job, Ines is asking about my career"])
 def test_a_message_that_asks_to_be_reminded_keeps_nothing_of_its_colour(wbrain, text):
