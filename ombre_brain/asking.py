@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import re
 
-from .text import fold, simplified, split_sentences
+from .text import HAN_RE, clauses, fold, simplified, split_sentences, units
 
 __all__ = ["asks_to_recall"]
 
-_CLAUSE = re.compile(r"[，,。！？!?；;\n]")
-_CJK = re.compile(r"[\u4e00-\u9fff]")
+_CJK = HAN_RE
 _ZH_ASKS = re.compile(r"什么|怎么|为什么|为啥|咋|啥|谁|哪|几|多[少重大高远长久]")  # what 来着 asks with
 _ZH_CONFIRMS = re.compile(r"(?:对吧|没错吧|是吧|对不对|没错吗|对吗)\W*$")  # "我现在是一个人住对吧"
 _ZH_RIGHT = re.compile(r"对的|做得|做错|该|应该|可以")
@@ -51,7 +50,7 @@ def _asks(clause: str) -> bool:
 def _recall_clauses(text: str) -> list[tuple[str, bool]]:
     """The message's clauses in order, each with whether it asks for something the user told before. A Chinese
     message with no 我 in it checks someone else's words ("他说的没错吧"), never the user's own: none asks."""
-    parts = [c.strip() for s in split_sentences(text) for c in _CLAUSE.split(s) if c.strip()]
+    parts = [c for s in split_sentences(text) for c in clauses(s)]
     mine = not _CJK.search(text) or "我" in text or "my" in fold(text).split()
     return [(c, mine and _asks(c)) for c in parts]
 
@@ -61,9 +60,5 @@ def asks_to_recall(text: str) -> bool:
     called again", "元宝是哪天生日来着，医生问我", "我现在是一个人住对吧"), question mark or not; a greeting before it
     ("hey, …", "对了，…") does not count as its opening. Only the opening: "彤彤搬走了，新室友是个男生，叫什么来着"
     tells something first, and what it tells is the user's life."""
-    parts = [(c, asks) for c, asks in _recall_clauses(text) if _units(c) > 2]
+    parts = [(c, asks) for c, asks in _recall_clauses(text) if units(c) > 2]
     return bool(parts) and parts[0][1]
-
-
-def _units(clause: str) -> int:
-    return len(_CJK.findall(clause)) + len(re.findall(r"[A-Za-z0-9']+", _CJK.sub(" ", clause)))

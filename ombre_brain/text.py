@@ -49,8 +49,8 @@ _INVISIBLE_RE = re.compile(f"[{INVISIBLE}]")
 _MATCH_TABLE = {**_QUOTES, **{ord(c): None for c in INVISIBLE}}  # one translate: straight quotes, nothing unseen
 
 __all__ = ["BIDI_CONTROLS", "CJK", "CJK_RE", "HAN", "HAN_RE", "INVISIBLE", "JOINERS", "WIDE", "WIDE_RE", "ZERO_WIDTH",
-           "canonical_json", "clean", "digest", "fold", "fold_elongations", "has_cjk", "has_wide", "is_cjk_text",
-           "message_text", "normalize", "sentence_spans", "simplified", "split_sentences"]
+           "canonical_json", "clauses", "clean", "digest", "fold", "fold_elongations", "has_cjk", "has_wide",
+           "is_cjk_text", "message_text", "normalize", "sentence_spans", "simplified", "split_sentences", "units"]
 
 
 def has_cjk(text: str) -> bool:
@@ -166,6 +166,20 @@ def split_sentences(text: str) -> list[str]:
     """Sentences of ``text``, each keeping its end mark (。！？!?；;… or a full stop before a space)."""
     parts = [p for p in _SENTENCE_END_RE.split(text) if p]
     return parts or [text]
+
+
+_CLAUSE_RE = re.compile(r"[，,。！？!?；;\n]")
+_UNIT_WORD_RE = re.compile(r"[a-z0-9']+")
+
+
+def clauses(text: str) -> list[str]:
+    """The clauses of a message (cut at commas, sentence ends and line breaks), stripped, empty ones left out."""
+    return [c.strip() for c in _CLAUSE_RE.split(text) if c.strip()]
+
+
+def units(text: str) -> int:
+    """A message's length as a reader feels it: CJK characters plus Latin words."""
+    return len(CJK_RE.findall(text)) + len(_UNIT_WORD_RE.findall(fold(CJK_RE.sub(" ", text))))
 
 
 def _soft_cut(text: str, start: int, limit: int) -> int:

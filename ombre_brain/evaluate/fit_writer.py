@@ -31,12 +31,11 @@ import yaml
 from ..asking import asks_to_recall
 from ..config import load_config
 from ..errors import ValidationError
-from ..text import is_cjk_text
+from ..text import clauses, is_cjk_text, units
 from ..writing.decision import clause_look, decide
-from ..writing.drafts import clauses
 from ..writing.features import Encoders, ExchangeText, encoder_ids, signal_rows, vectors
 from ..writing.model import BLOCKS, USER_LABELS, WriteModel, model_dir
-from ..writing.signals import SIGNAL_NAMES, compiled, dont_keep, introduces_name, units
+from ..writing.signals import SIGNAL_NAMES, compiled, dont_keep, introduces_name
 from .calibrate import auc, fit_logistic
 from .inject import expected_calibration_error
 

@@ -19,12 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..text import CJK_RE
+from ..text import CJK_RE, clauses, units
 from .affect import affect_of
 from .decision import Verdict
-from .drafts import IMPORTANCE, Draft, clauses, title_of
+from .drafts import IMPORTANCE, Draft, title_of
 from .exchange import Exchange
-from .signals import sentences, units
+from .signals import sentences
 from .when import event_time
 
 __all__ = ["compose", "split_sides"]

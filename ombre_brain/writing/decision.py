@@ -11,9 +11,9 @@ the relationship side. The verdict keeps each side apart, both when both hold (d
    companion says what the user wants to know, not who they are.
 3. The relationship side is kept when P(lesson) reaches ``writer.model.relationship_threshold``; a
    question may carry one ("以后这种节日你别主动提，好吗").
-4. A message that asks the companion to give back something the user told it ("元宝是哪天生日来着，医生问我", "what's
-   Delia's husband called again": :func:`ombre_brain.asking.asks_to_recall`) keeps nothing on its user side either
-   (``recall``): it says what the user wants back, and its other clauses are the reason they ask.
+4. A message that opens by asking the companion to give back something the user told it ("元宝是哪天生日来着，医生
+   问我", "what's Delia's husband called again": :func:`ombre_brain.asking.asks_to_recall`) keeps nothing on its user
+   side either (``recall``): it says what the user wants back, and its other clauses are the reason they ask.
 5. A message that gives someone or something a name ("a chocolate lab named Moose", "名字叫豆豆") keeps its user
    side as a stable boundary when the model would keep nothing (``introduces``, :func:`~.signals.introduces_name`,
    not a model input): the model learned names from pets

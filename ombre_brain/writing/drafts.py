@@ -9,10 +9,11 @@ promise), and the bucket's fields. Both sides of one exchange are two drafts, ne
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any
 
-__all__ = ["IMPORTANCE", "LAYERS", "SIDES", "Draft", "clauses", "title_of"]
+from ..text import clauses
+
+__all__ = ["IMPORTANCE", "LAYERS", "SIDES", "Draft", "title_of"]
 
 IMPORTANCE = {"stable_boundary": 7, "relationship_lesson": 7, "short_state": 4, "process_event": 5}
 """A draft's importance by layer when the decision gives none."""
@@ -20,7 +21,6 @@ IMPORTANCE = {"stable_boundary": 7, "relationship_lesson": 7, "short_state": 4, 
 LAYERS = ("stable_boundary", "short_state", "process_event", "relationship_lesson")
 SIDES = {"u": "user", "r": "relationship"}
 TITLE_CHARS = 40
-_CLAUSE_RE = re.compile(r"[，,。！？!?；;\n]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,11 +33,6 @@ class Draft:
     @property
     def layer(self) -> str | None:
         return self.fields.get("memory_layer")
-
-
-def clauses(text: str) -> list[str]:
-    """The clauses of a message (cut at commas, sentence ends and line breaks), stripped, empty ones left out."""
-    return [c.strip() for c in _CLAUSE_RE.split(text) if c.strip()]
 
 
 def title_of(text: str, best: str | None = None) -> str:

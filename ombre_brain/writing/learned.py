@@ -19,14 +19,15 @@ from typing import Any
 from ..asking import asks_to_recall
 from ..config import Config
 from ..errors import ConfigError
+from ..text import clauses, units
 from ..timeutil import parse_iso
 from .compose import compose, split_sides
 from .decision import Verdict, clause_look, decide
-from .drafts import Draft, clauses
+from .drafts import Draft
 from .exchange import Exchange
 from .features import Encoders, ExchangeText, missing_encoder, vectors
 from .model import USER_LABELS, WriteModel, load_model
-from .signals import compiled, dont_keep, introduces_name, question_of, signals, units
+from .signals import compiled, dont_keep, introduces_name, question_of, signals
 
 log = logging.getLogger("ombre_brain")
 

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from ..config import WriterSignals
-from ..text import CJK_RE, fold, simplified, split_sentences
+from ..text import CJK_RE, fold, simplified, split_sentences, units
 
 __all__ = ["CUE_LISTS", "SIGNAL_NAMES", "Signals", "compiled", "dont_keep", "introduces_name", "is_question",
-           "names_someone", "read", "sentences", "signals", "units"]
+           "names_someone", "read", "sentences", "signals"]
 
 CUE_LISTS = tuple(f.name for f in dataclasses.fields(WriterSignals)
                   if f.name not in ("question_words", "question_endings", "refers_back"))
@@ -79,11 +79,6 @@ def _pattern(words: Sequence[str]) -> re.Pattern | None:
         else:
             alts.append(re.escape(w))
     return re.compile("|".join(alts)) if alts else None
-
-
-def units(text: str) -> int:
-    """A message's length as a reader feels it: CJK characters plus Latin words."""
-    return len(CJK_RE.findall(text)) + len(_LATIN_WORD.findall(fold(CJK_RE.sub(" ", text))))
 
 
 def _bare(sentence: str) -> str:
@@ -156,8 +151,7 @@ def dont_keep(text: str, sig: Signals) -> tuple[bool, bool]:
     for name in ("dont_keep", "refers_back", "laughter", "greeting"):
         rest = sig.lists[name].sub(" ", rest) if sig.lists[name] is not None else rest
     rest = re.sub(r"[^\w]+", " ", rest)
-    rest_units = len(CJK_RE.findall(rest)) + len(_LATIN_WORD.findall(CJK_RE.sub(" ", rest)))
-    return True, rest_units <= 8
+    return True, units(rest) <= 8
 
 
 def signals(user: str, reply: str, asked: str | None, sig: Signals) -> dict[str, float]:
