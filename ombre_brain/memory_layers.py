@@ -82,6 +82,9 @@ STORAGE_ROLES = ("core", "anchor", "self", "weather", "favorite", "profile")
 PROFILE_ROLE_HINTS = ("stable_boundary", "relationship_lesson")
 """Writer hints that give a bucket the ``profile`` role: what the default profile holds (docs/design.md §24)."""
 PROFILE_ROLE_SOURCES = ("model", "model_adjusted")
+EPISODE_ROLE_HINTS = ("process_event", "short_state")
+"""Writer hints that give a bucket the ``profile`` role too: what happened, never a profile line, read by the profile
+for the endings it tells (a pet that died, a flatmate who moved out, told as an event: profile/cache.py)."""
 """Whose hint: a writer's (the write decision, a caller that said what it wrote), never the rule's cue-word guess."""
 
 
@@ -101,9 +104,9 @@ def storage_roles(bucket: Bucket) -> str:
         "self": bool(bucket.kind_fields and "self" in bucket.kind_fields),  # listed by the I tool (kinds/selfmodel.py)
         "weather": bucket.type == "feel" and bool(bucket.tag_set & WEATHER_TAGS),
         "favorite": favorite_reason(bucket) is not None,
-        "profile": (bucket.memory_layer in PROFILE_ROLE_HINTS  # the profile's members (profile/cache.py): a writer's
-                    and bucket.memory_classification_source in PROFILE_ROLE_SOURCES),  # hint, not a cue-word guess
-    }
+        "profile": (bucket.memory_layer in (*PROFILE_ROLE_HINTS, *EPISODE_ROLE_HINTS)  # the profile's members and
+                    and bucket.memory_classification_source in PROFILE_ROLE_SOURCES),  # the episodes it reads endings
+    }                                                                                 # from: a writer's hint, no guess
     roles = [r for r in STORAGE_ROLES if held[r]]
     return f",{','.join(roles)}," if roles else ""
 

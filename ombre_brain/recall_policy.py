@@ -44,6 +44,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 
+from .asking import asks_to_recall
 from .config import Config, Cues
 from .cues import CueSet, cue_regex, fold, normalize, normalizer
 from .recall_types import QueryPlan
@@ -169,6 +170,7 @@ class RecallPolicy:
         address = {fold(norm(c)) for c in cues.address_after} - {""}
         self._address = tuple(sorted(address, key=len, reverse=True))  # the longest first: "thank you" before "ty"
         self._drop = frozenset(drop)
+        self._ahead = CueSet(cues.open_thread, cues, norm=norm)
         self._ready = True
 
     # ------------------------------------------------------------ planning
@@ -184,6 +186,15 @@ class RecallPolicy:
                 if not self._ready:
                     self._prepare()
         return self
+
+    def points_ahead(self, text: str) -> bool:
+        """Whether a memory's words point ahead (``cues.open_thread``: tomorrow, 下周, an appointment, results to
+        come): an episode the user will come back to with how it went."""
+        self.prepare()
+        normalized = self._norm(text[:MAX_QUERY_CHARS])
+        folded = fold(normalized)
+        return bool(_DATE_RE.search(folded)) or self._ahead.matches(
+            folded, frozenset(self._tokens(normalized)) if self._ahead.chars else frozenset())
 
     def clear_cache(self) -> None:
         """Forget cached plans (a purge: a cached query may quote what was forgotten)."""
@@ -221,6 +232,8 @@ class RecallPolicy:
         tokens = frozenset(self._tokens(normalized))
         flags = {name: cue_set.matches(folded, tokens) for name, cue_set in self._sets.items()}
         flags.update(_question_flags(folded))
+        if not flags["memory_lookup"] and asks_to_recall(text):  # "remind me what Romilly does", "…叫啥来着": one
+            flags.update(memory_lookup=True, asks=True)            # detector with the write decision (asking.py)
         anchors = self._anchors(unicodedata.normalize("NFKC", text))
         terms = self._terms(normalized, self._quoted_words(unicodedata.normalize("NFKC", text)))
         valence, arousal = _affect(folded, tokens)
@@ -335,6 +348,10 @@ _QUOTE_RE = re.compile(
     "|‘([^’]{1,50})’|(?<![A-Za-z0-9])'([^'\n]{1,50})'(?![A-Za-z0-9])"
 )
 _NUMBER_RE = re.compile(r"[0-9]+(?:[.:/-][0-9]+)*")
+# a day of the month, said as the date something is on ("on the 24th", "March 12", "12号", "3月12日"): language
+# structure beside the persona's cues.open_thread words
+_DATE_RE = re.compile(r"\bon the \d{1,2}(?:st|nd|rd|th)?\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)"
+                      r"[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?\b|\d{1,2}\s*[号日](?!子|常|记|本)")
 _NAME_RE = re.compile(r"(?<![A-Za-z0-9'])[A-Z][A-Za-z]+(?:[-'][A-Za-z]+)?")
 
 

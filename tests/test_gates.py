@@ -517,6 +517,7 @@ def _all_reasons(cfg) -> set[str]:
                         seen.add(G.recent_context_gate(p, b, d, st, c, has_topic_evidence=ev, carried=True).reason)
                         seen.add(G.recent_context_gate(p, b, d, st, c, has_topic_evidence=ev, carried=True,
                                                        asked_again=True).reason)
+                        seen.add(G.recent_context_gate(p, b, d, st, c, has_topic_evidence=ev, open_thread=True).reason)
                     seen.add(G.weather_gate(p, b, d, st, c).reason)
                     seen.add(G.cooldown_gate(p, b.id, d, st, c).reason)
                     for stage in ("direct", "related", "recent", "favorite", "dream"):  # the registered entry's
@@ -545,6 +546,8 @@ def _profile_reasons(cfg) -> set[str]:
     book = Book.build([entry("old", "我在阿里上班", "2026-01-01"),
                        entry("new", "我跳槽了，现在在腾讯上班", "2026-02-01"),
                        entry("dog", "我家狗叫可乐", "2026-01-02"),
+                       entry("lec", "我不喜欢被说教", "2026-01-02"),
+                       entry("lec2", "我不喜欢被说教", "2026-01-04"),  # the same line: said once
                        entry("q", "不想提", "2026-01-03", "dont_surface"),
                        entry("s", "秘密", "2026-01-03", "sensitive_unasked"),
                        entry("a", "坐标", "2026-01-03", "anchor_only_when_asked")], cfg.gateway.profile)

@@ -104,6 +104,19 @@ def test_dont_surface_sensitive_anchors_and_letters_never_appear(yu):
     assert "给阿柚的信" not in turn.rendered
 
 
+def test_a_message_kept_as_a_fact_and_as_a_lesson_is_one_line(yu):
+    said = "我叫林柚，叫我阿柚就好，别叫我全名，听着像在挨骂"
+    fact(yu, "name_fact", said)
+    fact(yu, "name_lesson", said, layer="relationship_lesson", dedupe=False)  # as the writer keeps both sides
+    fact(yu, "city", "我住在杭州西湖区")
+    turn = yu.turn(SPACE, "s", "今天好累", DAY2)
+    assert profile_ids(turn).count("name_lesson") == 1 and "name_fact" not in profile_ids(turn)
+    assert turn.rendered.count("别叫我全名") == 1
+    twin = next(e for e in turn.debug["profile"].to_dict()["entries"] if e["id"] == "name_fact")
+    assert (twin["reason"], twin["superseded_by"]) == ("profile_same_line", "name_lesson")
+    assert "name_fact" in turn.debug["profile"].shown  # the gates keep its twin out of Recalled Memory too
+
+
 def test_a_rule_guess_is_not_a_profile_line(yu):
     yu.write(SPACE, id="guess", title="习惯", body="我每天早上都喝一杯豆浆")  # no writer hint: the rule's cue words
     assert yu.get(SPACE, "guess").memory_classification_source == "rule"
@@ -195,6 +208,27 @@ def test_a_newer_line_supersedes_an_older_one(reader, old, new, rule):
 
 
 @pytest.mark.parametrize("old,new", [
+    ("I live in Milwaukee on Kestrel Street with my flatmate Yusuf", "Yusuf officially moved out on saturday"),
+    ("我跟室友彤彤合租，住在城西", "彤彤搬走了，下周来新室友"),
+    ("I live in Leeds with my dog Biscuit", "Biscuit died last night"),
+])
+def test_a_holder_who_left_takes_the_users_lines_that_name_them(reader, old, new):
+    got = supersessions(frames(reader, [old, new]), ["alive"], ["boss", "partner"], departures=["left"])
+    assert got == {"0": ("1", "holder_left")}
+
+
+@pytest.mark.parametrize("old,new", [
+    ("i'm allergic to cats, even Yusuf's cat makes me sneeze", "Yusuf moved out last week"),  # a care line stays
+    ("my mom calls me every sunday", "Yusuf moved out last week"),                            # names someone else
+    ("I live in Leeds with my flatmate Yusuf", "my sister moved out of our parents' place"),  # another holder left
+])
+def test_a_holder_who_left_takes_nothing_else(reader, old, new):
+    names = {"Yusuf": "flatmate"}
+    lines = [Line(str(i), f"2026-0{i + 1}-01", reader.read(t, t.split(), names)) for i, t in enumerate([old, new])]
+    assert supersessions(lines, ["alive"], ["boss", "partner"], departures=["left"]) == {}
+
+
+@pytest.mark.parametrize("old,new", [
     ("我表姐在杭州当小学老师", "我表哥在深圳上班"),                  # another holder
     ("我对芒果过敏", "我现在每天跑步五公里"),                          # a change, but of another thing
     ("she lives in Madison so i'll see the baby", "I live in Leeds now"),  # whose, the older does not say
@@ -250,3 +284,33 @@ def test_a_shared_cue_word_the_changed_fact_model_refuses_never_hides_an_allergy
     floor0 = load_config({"gateway": {"profile": {"supersede": {"rule_floor": 0.0}}}})
     book = yu.profile.book(SPACE, floor0)
     assert book.superseded.get("drug", (None, None))[1] == "said_to_change"  # the rule alone still says so
+
+
+@pytest.mark.parametrize("message,memory,other", [
+    ("我表哥是干嘛的", "我表姐在杭州当小学老师", True),
+    ("mom's already there. dad drove her down, first long drive since his surgery",
+     "dad called, his knee surgery is on March 12", False),  # the message names him too, after her
+    ("my sister called, she's due in may", "my brother Leo moved to Leeds", True),
+])
+def test_a_memory_about_another_person_cannot_answer_unless_the_message_names_them(reader, message, memory, other):
+    assert reader.other_person(reader.read(message, message.split(), {}), memory) is other
+
+
+def test_an_ending_told_as_an_event_ends_the_lines_it_is_about(yu):
+    fact(yu, "cat", "and my cat Mothball. she's fourteen and acts like she owns the place")
+    fact(yu, "home", "I live in Milwaukee on Kestrel Street with my flatmate Yusuf")
+    fact(yu, "job", "i'm a QA tester at a game studio called Brightloop")
+    fact(yu, "feet", "Yusuf made brownies and Mothball is sitting on my feet", when=DAY2, layer="process_event")
+    turn = yu.turn(SPACE, "s", "hey", LATER.format(0))
+    assert profile_ids(turn) == ["cat", "home", "job"]  # an event in passing ends nothing
+    fact(yu, "moved", "Yusuf officially moved out on saturday. it's just me and Mothball now", when=LATER.format(1),
+         layer="process_event")
+    fact(yu, "died", "Mothball passed away this morning. i held her the whole time", when=LATER.format(2),
+         layer="process_event")
+    turn = yu.turn(SPACE, "s", "hey", LATER.format(3))
+    assert profile_ids(turn) == ["job"]
+    why = {e["id"]: (e["reason"], e.get("superseded_by"), e.get("rule"))
+           for e in turn.debug["profile"].to_dict()["entries"]}
+    assert why["home"] == ("profile_superseded", "moved", "holder_left")
+    assert why["cat"] == ("profile_superseded", "died", "holder_ended")
+    assert "died" not in why and "feet" not in why  # an episode is never a profile line

@@ -149,6 +149,10 @@ class GatewayConfig:
     recent_reentry_idle_hours: float = field(default=24, metadata=_rng(0, 100000))
     head_recent_hours: float = field(default=72, metadata=_rng(0, 100000))
     recent_context_max_items: int = field(default=3, metadata=_rng(0, 100))
+    # open threads: on re-entry, the newest episodes of the last this-many days that point ahead (cues.open_thread:
+    # an appointment, a trip, results to come) are shown in Recent Context (0: off), at most open_thread_items
+    open_thread_days: float = field(default=21, metadata=_rng(0, 100000))
+    open_thread_items: int = field(default=2, metadata=_rng(0, 100))
     carry_rounds: int = field(default=3, metadata=_rng(0, 10000))  # a recalled memory is carried this many rounds
     favorite_interval_rounds: int = field(default=0, metadata=_rng(0, 100000))
     weather_interval_rounds: int = field(default=0, metadata=_rng(0, 100000))
@@ -213,6 +217,7 @@ class Cues:
     anaphora: tuple[str, ...] = ()
     trailing_particles: tuple[str, ...] = ()
     address_after: tuple[str, ...] = ()  # thanks and greetings whose one following word is whom they address
+    open_thread: tuple[str, ...] = ()  # words of an episode that points ahead (tomorrow, 下周, results): still open
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,10 @@ class ProfileConfig:
     holders: dict[str, tuple[str, ...]] = field(default_factory=dict)     # holder -> its words (妈妈, mom, 狗, dog)
     attributes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # exclusive attribute -> its cue words
     endings: tuple[str, ...] = ("alive",)  # attributes that end a holder: stated, every older line about it goes
+    episodes_end: bool = True  # an episode (process_event, short_state) that tells an ending or a departure ends the
+    # profile lines it is about as a stable line would (a pet that died, told as an event)
+    departures: tuple[str, ...] = ()  # attributes that take a holder out of the user's life (moved out): the user's
+    # own older lines naming that holder go (an ending does the same)
     min_term_specificity: float = field(default=2.5, metadata=_rng(0, 100))  # key terms: rarer words only
     exclusive_holders: tuple[str, ...] = ()  # a holder one has one of: a newer line saying it changed replaces all
     # holders that are people: a message about one is never answered by a memory about another one of them that

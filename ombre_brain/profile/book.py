@@ -52,7 +52,7 @@ class Verdict:
     """Why one entry is in or out of this turn's profile."""
 
     allowed: bool
-    reason: str           # profile_line | profile_budget_cut | profile_superseded | a never-in reason
+    reason: str           # profile_line | profile_budget_cut | profile_superseded | profile_same_line | a never-in
     score: float | None = None
     superseded_by: str | None = None
     rule: str | None = None
@@ -74,26 +74,35 @@ class Book:
     superseded: dict[str, tuple[str, str]]     # old id -> (new id, rule)
     current: list[str]                          # eligible ids, in display order (facts, then lessons; oldest first)
     names: dict[str, str] = field(default_factory=dict)  # the space's name bindings (可乐 → dog): a message's frame
+    twins: dict[str, str] = field(default_factory=dict)  # id -> the entry whose line is its very words (shown once)
     _arrays: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, entries: Sequence[Entry], cfg: ProfileConfig, linked: Mapping[str, str] | None = None,
-              learned: Mapping[str, tuple[str, str]] | None = None) -> Book:
+              learned: Mapping[str, tuple[str, str]] | None = None, told: Sequence[Line] = ()) -> Book:
         """``linked``: old id -> new id of the writer's own ``old_version`` edges (an update it linked); ``learned``:
-        the changed-fact model's supersessions (profile/supersede.py), else the frame rules decide."""
+        the changed-fact model's supersessions (profile/supersede.py), else the frame rules decide, with ``told``:
+        episodes, read for the endings they tell (``supersessions(…, told=)``)."""
         by_id = {e.id: e for e in entries}
         if learned is not None:
             sup = dict(learned)
         else:
             lines = [Line(e.id, e.at, e.frame, "lesson" if e.hint == "relationship_lesson" else "fact")
                      for e in entries if e.never is None]
-            sup = supersessions(lines, cfg.endings, cfg.exclusive_holders)
+            sup = supersessions([*lines, *told], cfg.endings, cfg.exclusive_holders, departures=cfg.departures,
+                                told=[t.id for t in told])
         for old, new in (linked or {}).items():
             if old in by_id and new in by_id and old not in sup:
                 sup[old] = (new, "linked_update")
         current = [e for e in entries if e.never is None and e.id not in sup]
         current.sort(key=lambda e: (e.hint == "relationship_lesson", e.at, e.id))
-        return cls(by_id, sup, [e.id for e in current])
+        # one message kept on both sides (a fact about the user and a lesson) has one line: it is said once, as the
+        # lesson (how to be with them is the weightier reading), else as the oldest
+        first: dict[str, str] = {}
+        for e in sorted(current, key=lambda e: (e.hint != "relationship_lesson", e.at, e.id)):
+            first.setdefault(" ".join(e.line.split()).casefold(), e.id)
+        twins = {e.id: first[k] for e in current if first[k := " ".join(e.line.split()).casefold()] != e.id}
+        return cls(by_id, sup, [e.id for e in current if e.id not in twins], twins=twins)
 
     def arrays(self) -> dict:
         """The current entries as arrays, made once per book (the per-turn scoring is vector arithmetic)."""
@@ -178,6 +187,8 @@ class Selection:
         if bid in book.superseded:
             new, rule = book.superseded[bid]
             return Verdict(False, "profile_superseded", superseded_by=new, rule=rule)
+        if bid in book.twins:
+            return Verdict(False, "profile_same_line", superseded_by=book.twins[bid], rule="same_line")
         score = None
         if self.scores is not None:
             score = float(self.scores[book.arrays()["index"][bid]])

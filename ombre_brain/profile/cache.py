@@ -20,7 +20,7 @@ import numpy as np
 
 from ..buckets import Bucket, build_moments
 from ..config import Config
-from ..memory_layers import PROFILE_ROLE_HINTS, PROFILE_ROLE_SOURCES, infer_layer
+from ..memory_layers import EPISODE_ROLE_HINTS, PROFILE_ROLE_HINTS, PROFILE_ROLE_SOURCES, infer_layer
 from ..recall_types import LayerDecision
 from ..retrieval.admission import sensitive
 from ..retrieval.second_opinion import memory_vector
@@ -53,15 +53,26 @@ class _Raw:
     use: np.ndarray | None = None  # the same for the second opinion's
 
 
+@dataclass(frozen=True)
+class _Told:
+    """An episode the profile reads for the endings it tells, never shows (``gateway.profile.episodes_end``)."""
+
+    id: str
+    at: str
+    text: str
+
+
 @dataclass
 class _Space:
     seq: int
     raws: dict[str, _Raw]
     claims: dict[str, int]
     linked: dict[str, str]            # old id -> new id (old_version edges between members)
+    told: dict[str, _Told] = field(default_factory=dict)  # episodes, for the endings they tell
     frames: dict[str, Frame] = field(default_factory=dict)
     bound: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # id -> the names its line binds
     names: dict[str, str] = field(default_factory=dict)
+    told_frames: dict[str, Frame] = field(default_factory=dict)
     book: Book | None = None
 
 
@@ -147,13 +158,26 @@ class ProfileCache:
 
     def _list(self, space: str, cfg: Config) -> list[Bucket]:
         pc = cfg.gateway.profile
-        if set(pc.hints) <= set(PROFILE_ROLE_HINTS) and set(pc.sources) <= set(PROFILE_ROLE_SOURCES):
+        if set(pc.hints) <= {*PROFILE_ROLE_HINTS, *EPISODE_ROLE_HINTS} and set(pc.sources) <= set(PROFILE_ROLE_SOURCES):
             return self.store.list(space, role="profile", limit=None)
         return self.store.list(space, limit=None)  # a persona's profile holds other hints: no index names them
 
+    @staticmethod
+    def _told(cfg: Config, buckets: list[Bucket], members: Mapping[str, _Raw]) -> dict[str, _Told]:
+        """The episodes among ``buckets`` (a writer's ``process_event`` / ``short_state``, not a member), read for the
+        endings they tell: "Mothball crossed the rainbow bridge", "Yusuf officially moved out", kept as events."""
+        pc = cfg.gateway.profile
+        if not pc.episodes_end:
+            return {}
+        return {b.id: _Told(b.id, b.created, source_text(b)) for b in buckets
+                if b.id not in members and b.memory_layer in EPISODE_ROLE_HINTS
+                and b.memory_classification_source in pc.sources and not b.dont_surface}
+
     def _read(self, space: str, cfg: Config, seq: int) -> _Space:
-        raws = self._members(space, cfg, self._list(space, cfg)) if self.store.known_space(space) else {}
-        s = _Space(seq, raws, self.store.claim_counts(space, list(raws)), self._linked(space, raws))
+        listed = self._list(space, cfg) if self.store.known_space(space) else []
+        raws = self._members(space, cfg, listed)
+        s = _Space(seq, raws, self.store.claim_counts(space, list(raws)), self._linked(space, raws),
+                   self._told(cfg, listed, raws))
         self._finish(s, space, cfg, changed=None)
         return s
 
@@ -161,11 +185,14 @@ class ProfileCache:
         got = self.store.get_many(space, changed)
         raws = {k: v for k, v in old.raws.items() if k not in changed}
         raws.update(self._members(space, cfg, [got[i] for i in changed if i in got]))
+        told = {k: v for k, v in old.told.items() if k not in changed}
+        told.update(self._told(cfg, [got[i] for i in changed if i in got], raws))
         claims = {k: v for k, v in old.claims.items() if k not in changed}
         claims.update(self.store.claim_counts(space, [i for i in changed if i in raws]))
         linked = {o: n for o, n in old.linked.items() if o not in changed and n not in changed}
         linked.update(self._linked(space, {i: raws[i] for i in changed if i in raws}, among=raws))
-        s = _Space(seq, raws, claims, linked, dict(old.frames), dict(old.bound), dict(old.names))
+        s = _Space(seq, raws, claims, linked, told, dict(old.frames), dict(old.bound), dict(old.names),
+                   dict(old.told_frames))
         self._finish(s, space, cfg, changed=set(changed))
         return s
 
@@ -188,18 +215,23 @@ class ProfileCache:
         again = changed is None or names != s.names
         s.frames = {r.id: (reader.read(r.text, r.terms, names) if again or r.id in changed or r.id not in s.frames
                            else s.frames[r.id]) for r in s.raws.values()}
+        s.told_frames = {t.id: (reader.read(t.text, (), names) if again or t.id in changed
+                                or t.id not in s.told_frames else s.told_frames[t.id]) for t in s.told.values()}
         s.names = names
         s.bound = {k: v for k, v in s.bound.items() if k in s.raws}
         recalls = self.recall_counts(space)
         entries = [Entry(r.id, r.hint, r.line, estimate_tokens(r.line), r.at, r.active, r.importance,
                          max(0, s.claims.get(r.id, 1) - 1), s.frames[r.id], r.never, recalls.get(r.id, 0), r.layer)
                    for r in s.raws.values()]
-        s.book = Book.build(entries, cfg.gateway.profile, s.linked, self.learned(s.raws, s.frames, cfg))
+        told = [Line(t.id, t.at, s.told_frames[t.id]) for t in s.told.values()]
+        s.book = Book.build(entries, cfg.gateway.profile, s.linked, self.learned(s.raws, s.frames, cfg, told), told)
         s.book.names = names
 
-    def learned(self, raws: Mapping[str, _Raw], frames: Mapping[str, Frame], cfg: Config) -> dict | None:
+    def learned(self, raws: Mapping[str, _Raw], frames: Mapping[str, Frame], cfg: Config,
+                told: Sequence[Line] = ()) -> dict | None:
         """The changed-fact model's supersessions among the members that may be shown (None: it is off, or the
-        vectors it reads are missing, and the frame rules decide)."""
+        vectors it reads are missing, and the frame rules decide); ``told``: episodes, for the endings they tell
+        (the model never reads them: an ending told stands on its own words)."""
         pc = cfg.gateway.profile
         if pc.supersede.id is None:
             return None
@@ -221,9 +253,10 @@ class ProfileCache:
         if pc.supersede.rule_floor > 0:
             lines = [Line(m.id, m.at, m.frame, m.family) for m in members]
             reader, text = self._reader(cfg), {m.id: m.text for m in members}
-            rules = supersessions(lines, pc.endings, pc.exclusive_holders,
-                                  accept=lambda o, n: read.get((o, n), 0.0) >= pc.supersede.rule_floor
-                                  or reader.says_change_plainly(text[n]))
+            events = frozenset(t.id for t in told)
+            rules = supersessions([*lines, *told], pc.endings, pc.exclusive_holders,
+                                  accept=lambda o, n: n in events or read.get((o, n), 0.0) >= pc.supersede.rule_floor
+                                  or reader.says_change_plainly(text[n]), departures=pc.departures, told=events)
         for old, (new, rule) in rules.items():
             if rule in pc.supersede.rules:
                 out.setdefault(old, (new, rule))
@@ -236,7 +269,7 @@ class ProfileCache:
         members = [Member(r.id, r.at, r.text, frames[r.id], "lesson" if r.hint == "relationship_lesson" else "fact",
                           r.hint == "stable_boundary") for r in raws]
         lines = [Line(m.id, m.at, m.frame, m.family) for m in members]
-        rules = supersessions(lines, pc.endings, pc.exclusive_holders)
+        rules = supersessions(lines, pc.endings, pc.exclusive_holders)  # as fitted: no holder_left
         e5 = np.stack([r.e5 for r in raws]) if raws else np.zeros((0, 1), np.float32)
         use = np.stack([r.use for r in raws]) if raws else np.zeros((0, 1), np.float32)
         return members, e5, use, rules

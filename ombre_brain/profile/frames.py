@@ -54,10 +54,11 @@ class Frame:
     changed: bool
     terms: frozenset[str]
     care: bool = False  # it says something a companion must not forget (gateway.profile.care: an allergy, a fear)
+    mentions: frozenset[str] = frozenset()  # every holder it names, by a holder word or a bound name, anywhere
 
     def to_dict(self) -> dict:
         return {"holder": self.holder, "attributes": sorted(self.attributes), "changed": self.changed,
-                "terms": sorted(self.terms), "care": self.care}
+                "terms": sorted(self.terms), "care": self.care, "mentions": sorted(self.mentions)}
 
 
 class FrameReader:
@@ -88,6 +89,7 @@ class FrameReader:
         found = self._holders(folded)
         named = {fold(n): h for n, h in names.items()}
         spots = [(folded.find(n), h) for n, h in named.items() if n in folded]
+        mentions = frozenset(h for _, h in self._holders(folded, everywhere=True)) | frozenset(h for _, h in spots)
         if _SELF_SUBJECT.match(folded):  # the user's own line: only a name said before what it states is its holder
             spots = [(i, h) for i, h in spots if i < first_attribute]
         found += spots
@@ -98,7 +100,7 @@ class FrameReader:
                           if _key_term(t) and t not in self.cue_words and t not in own
                           and specificity(t) >= self.min_specificity)
         return Frame(holder, frozenset(a for _, a in attributes), changed, terms,
-                     any(p.search(folded) for p in self.care))
+                     any(p.search(folded) for p in self.care), mentions)
 
     def says_change_plainly(self, text: str) -> bool:
         """The line says outright that something changed (``supersede.trusted_cues``: 跳槽, 分手, switched, quit)."""
@@ -129,7 +131,7 @@ class FrameReader:
         if message.holder not in self.people:
             return False
         named = {h for _, h in self._holders(fold(memory), everywhere=True)} & self.people
-        return bool(named) and message.holder not in named
+        return bool(named) and not named & (message.mentions | {message.holder})  # "mom's there, dad drove her"
 
     def weight(self, sentence: str) -> int:
         """How plainly a sentence states a fact this reader knows the shape of: an attribute (2), a holder or a care
@@ -207,11 +209,16 @@ class Line:
 
 
 def supersessions(lines: Sequence[Line], endings: Iterable[str] = (), exclusive: Iterable[str] = (),
-                  accept: Callable[[str, str], bool] | None = None) -> dict[str, tuple[str, str]]:
+                  accept: Callable[[str, str], bool] | None = None,
+                  departures: Iterable[str] = (), told: Iterable[str] = ()) -> dict[str, tuple[str, str]]:
     """``{older id: (newer id, rule)}`` for every line a newer one supersedes: ``same_attribute``, ``said_to_change``,
     ``holder_ended`` (the newer states one of ``endings`` of a holder other than the user: a pet that died
-    supersedes every older line about it) or ``holder_replaced`` (the newer says a change about a holder one has
-    one of, ``exclusive``: a new manager). Each line is superseded by the first newer line that does so.
+    supersedes every older line about it), ``holder_replaced`` (the newer says a change about a holder one has
+    one of, ``exclusive``: a new manager) or ``holder_left`` (the newer states one of ``departures`` or ``endings``
+    of a holder other than the user: the user's own older lines that name that holder go, "I live … with my flatmate
+    Yusuf" once "Yusuf moved out"; a care line never). Each line is superseded by the first newer line that does so.
+    A line in ``told`` (an episode: the user told it as an event) only ends: it supersedes by ``holder_ended`` and
+    ``holder_left`` and is never itself a current line.
 
     One pass, oldest first, over indexes of the lines still current (by holder and attribute, by holder, and by
     holder and key term): a space with thousands of stable memories is read in milliseconds. ``accept(old, new)``,
@@ -219,10 +226,13 @@ def supersessions(lines: Sequence[Line], endings: Iterable[str] = (), exclusive:
     current, for a later line to supersede.
     """
     ends, only_one = frozenset(endings), frozenset(exclusive)
+    gone = ends | frozenset(departures)
+    events = frozenset(told)
     out: dict[str, tuple[str, str]] = {}
     by_attribute: dict[tuple, set[str]] = {}
     by_holder: dict[tuple, set[str]] = {}
     by_term: dict[tuple, set[str]] = {}
+    by_mention: dict[tuple, set[str]] = {}  # the user's own lines (no care line) by a holder they name
 
     def drop(old: str, new: str, rule: str) -> None:
         if old != new and old not in out and (accept is None or accept(old, new)):
@@ -233,12 +243,18 @@ def supersessions(lines: Sequence[Line], endings: Iterable[str] = (), exclusive:
         if f.holder == OTHER:
             continue
         holder = (line.family, f.holder)
-        for a in f.attributes:
+        told_only = new in events  # an episode tells an ending; it states no current value
+        for a in () if told_only else f.attributes:
             for old in by_attribute.get((holder, a), ()):
                 drop(old, new, "same_attribute")
         if f.holder != SELF and f.attributes & ends:
             for old in by_holder.get(holder, ()):
                 drop(old, new, "holder_ended")
+        if f.holder != SELF and f.attributes & gone:
+            for old in by_mention.get(holder, ()):
+                drop(old, new, "holder_left")
+        if told_only:
+            continue
         if f.holder in only_one and f.changed:
             for old in by_holder.get(holder, ()):
                 drop(old, new, "holder_replaced")
@@ -249,6 +265,9 @@ def supersessions(lines: Sequence[Line], endings: Iterable[str] = (), exclusive:
         for a in f.attributes:  # an attribute's current lines: the newest, and any older one a link was refused
             by_attribute[(holder, a)] = {new} | {o for o in by_attribute.get((holder, a), ()) if o not in out}
         by_holder.setdefault(holder, set()).add(new)
+        if f.holder == SELF and not f.care:
+            for h in f.mentions - {SELF}:
+                by_mention.setdefault((line.family, h), set()).add(new)
         for piece in _pieces(f.terms):
             by_term.setdefault((holder, piece), set()).add(new)
     return out

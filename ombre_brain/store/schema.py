@@ -142,8 +142,14 @@ def _profile_roles(ledger, c) -> None:
             c.execute("UPDATE buckets SET roles = ? WHERE space = ? AND id = ?", (roles, r["space"], r["id"]))
 
 
+def _episode_roles(ledger, c) -> None:
+    """Ledgers written before the profile read endings from episodes: buckets with an episode hint gain the
+    ``profile`` role too (the same refill as the profile's step)."""
+    _profile_roles(ledger, c)
+
+
 STEPS = (CORE, INDEXES, _add_roles, ROLES_INDEX, _add_second, CHANGES, CLAIMS, _fill_claims, _context_never_proves,
-         _profile_roles)
+         _profile_roles, _episode_roles)
 
 
 def ensure_store_schema(ledger) -> None:

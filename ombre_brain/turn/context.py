@@ -77,6 +77,8 @@ class TurnContext:
         self.profile_answers: list[str] = []  # admitted candidates of a lookup that the profile shows: it answers
         self.profile_related: list[str] = []  # profile lines diffusion reached from this turn's direct hits
         self.asked_again: list[str] = []  # admitted lookups a cooldown keeps out of Recalled Memory (turn/select.py)
+        self.asked_moments: dict[str, Any] = {}  # a lookup's candidates a cooldown kept out, and the moment each
+        # matched: shown in Recent Context (asked again, or carried), it is that part, not the memory's opening
         self.superseded: Mapping[str, tuple[str, str]] = {}  # old id -> (newer id, rule): history, not current
 
     def layer(self, bucket: Bucket) -> LayerDecision:

@@ -55,6 +55,7 @@ class GateInput:
     carried: bool = False
     in_profile: bool = False  # the profile shows this memory's line this turn (turn/profile.py)
     asked_again: bool = False  # a lookup admitted it, and only a cooldown keeps it out of Recalled Memory
+    open_thread: bool = False  # an episode past the recent window still open (it points ahead): turn/side.py
 
 
 @dataclasses.dataclass(frozen=True)

@@ -68,7 +68,7 @@ GATES.register(GateSpec(
     "recent_context", frozenset({"recent", "carried"}), primary=frozenset({"recent", "carried"}),
     fn=lambda x: G.recent_context_gate(x.plan, x.bucket, x.layer, x.state, x.cfg,
                                        has_topic_evidence=x.has_topic_evidence, carried=x.carried,
-                                       asked_again=x.asked_again),
+                                       asked_again=x.asked_again, open_thread=x.open_thread),
     doc="May this bucket appear in Recent Context? Dynamic memory only, unless asked explicitly; a memory recalled "
         "in the session's last rounds is carried while the conversation stays on it.",
     reasons={
@@ -79,6 +79,8 @@ GATES.register(GateSpec(
                        "here, since a cooldown stops repeats, never an answer",
         "explicit_recent": "the query asks about recent times (最近, lately)",
         "reentry_after_idle": "the space's previous turn was at least recent_reentry_idle_hours ago",
+        "open_thread": "on re-entry: the space's newest episode of the last open_thread_days that points ahead "
+                       "(cues.open_thread: an appointment, a trip, results to come); the user may come back to it",
         "recent_with_topic_evidence": "a recent dynamic memory that carries topic evidence itself",
         "recent_context_cooling": "automatic Recent Context fired in this session within its cooldown hours",
         "recent_dynamic_only": "automatic Recent Context carries dynamic memory only",
@@ -129,6 +131,8 @@ GATES.register(GateSpec(
                               "of higher-scoring lines",
         "profile_superseded": "a newer memory states the same attribute, or says this one changed: kept as history, "
                               "not shown as current",
+        "profile_same_line": "another profile entry has this very line (one message kept as a fact and as a lesson): "
+                             "said once, by that one",
         "shown_in_profile": "the profile shows this memory's line this turn: not repeated here (below "
                             "gateway.profile.recall_evidence / recall_coverage)",
         "in_recalled_memory": "a profile line the message is about: shown whole in Recalled Memory this turn, not "

@@ -203,11 +203,13 @@ def recent_trigger(plan: QueryPlan, state: SessionState, cfg: Config) -> GateRes
 
 def recent_context_gate(plan: QueryPlan, bucket: Bucket, decision: LayerDecision, state: SessionState,
                         cfg: Config, *, has_topic_evidence: bool, carried: bool = False,
-                        asked_again: bool = False) -> GateResult:
+                        asked_again: bool = False, open_thread: bool = False) -> GateResult:
     """May this bucket appear in Recent Context? Dynamic memory only, unless asked explicitly; a memory the session
     recalled in its last rounds (``carried``) while the conversation is still on it (turn/carry.py); a memory a
     lookup asks for again while a cooldown keeps it out of Recalled Memory (``asked_again``: a cooldown stops
-    repeats, never an answer)."""
+    repeats, never an answer); on re-entry, an episode older than the recent window that is still open
+    (``open_thread``: it points ahead, and is the space's newest such episode, turn/side.py): the user comes back
+    with how it went ("results are in", "ok so it went fine, he's home")."""
     blocked = surface_block(bucket)
     if blocked:
         return blocked
@@ -221,6 +223,10 @@ def recent_context_gate(plan: QueryPlan, bucket: Bucket, decision: LayerDecision
     if layer != "dynamic_memory" and not (layer == "long_term_anchor" and plan.explicit_recent):
         return GateResult(False, "recent_dynamic_only")
     age = _age_hours(bucket, state.now)
+    if age is not None and age > cfg.gateway.head_recent_hours and open_thread \
+            and age <= cfg.gateway.open_thread_days * 24:
+        trigger = recent_trigger(plan, state, cfg)
+        return GateResult(True, "open_thread") if trigger.reason == "reentry_after_idle" else trigger
     if age is None or age > cfg.gateway.head_recent_hours:
         return GateResult(False, "not_recent")
     trigger = recent_trigger(plan, state, cfg)

@@ -57,6 +57,11 @@ def render_items(ctx: TurnContext, direct: list[Decided], related: list[Decided]
     for d in related:
         items["diffused_memory"].append(render_related(ctx, d, direct))
     for d in side.recent:
+        if d.bucket.id in ctx.asked_moments:  # asked for again: the part that answers, not the memory's opening
+            moment = ctx.asked_moments[d.bucket.id]
+            items["recent_context"].append(item_of(d, "asked_window", render_window(d.bucket, moment, cfg.render),
+                                                   "recent_context", moment_id=moment.id if moment else None, ctx=ctx))
+            continue
         items["recent_context"].append(item_of(d, "recent_compact", render_recent_compact(d.bucket, cfg.render),
                                                "recent_context", ctx=ctx))
     for d in side.weather:

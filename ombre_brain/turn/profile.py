@@ -35,14 +35,19 @@ class ProfileView:
 
     @property
     def shown(self) -> frozenset[str]:
-        return frozenset(i.bucket_id for i in self.items if i.bucket_id)
+        """The ids whose line the profile shows, with their twins (the same line, said once)."""
+        ids = frozenset(i.bucket_id for i in self.items if i.bucket_id)
+        return ids | frozenset(t for t, kept in self.book.twins.items() if kept in ids)
 
     def after_gates(self, recalled: set[str], answers: Sequence[str], related: Sequence[str] = ()) -> ProfileView:
         """The view once the gates have judged the turn's candidates: a line a direct hit shows whole is taken out
         (``in_recalled_memory``); a line that answers the turn's lookup says so (``extra.answers``: the turn says no
         UNKNOWN beside it), and one diffusion reached from a direct hit too (``extra.related``)."""
+        twins = self.book.twins
         gone = recalled & self.shown
-        said, near = set(answers) - gone, set(related) - gone
+        gone |= {twins[t] for t in gone if t in twins}  # its twin recalled whole: the line is not said twice
+        said = {twins.get(b, b) for b in answers} - gone
+        near = {twins.get(b, b) for b in related} - gone
         if not gone and not said and not near:
             return self
 

@@ -31,8 +31,10 @@ def direct_stage(ctx: TurnContext, cands: Sequence[Candidate]) -> tuple[list[Dec
         if GATES.passes(gate, "direct"):
             passed.append(Decided(c.bucket, d, gate, _score(c) * GATES.weight(gate), candidate=c))
             continue
-        if c.admission.admitted and not plan.unasked and block_reason(gate) == "skipped_recent_rounds":
-            ctx.asked_again.append(c.bucket.id)  # Recent Context shows it compact (turn/side.py)
+        if not plan.unasked and block_reason(gate) == "skipped_recent_rounds":
+            ctx.asked_moments[c.bucket.id] = c.best.moment  # carried or asked again, Recent Context shows what matched
+            if c.admission.admitted:
+                ctx.asked_again.append(c.bucket.id)  # Recent Context shows it compact (turn/side.py)
         if G.worth_listing(c):
             out.append(suppressed(None, bucket=c.bucket, layer=d, gate=gate))
         else:

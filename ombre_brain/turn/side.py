@@ -82,7 +82,34 @@ def _listed(ctx: TurnContext, section: str) -> list[Bucket]:
 
 
 def _recent_since(ctx: TurnContext) -> str:
-    return (ctx.state.now - timedelta(hours=ctx.cfg.gateway.head_recent_hours)).isoformat()
+    """The recent window; on re-entry, the open-thread window when it is longer (an episode still open)."""
+    gw = ctx.cfg.gateway
+    hours = gw.head_recent_hours
+    if gw.open_thread_days > 0 and gw.open_thread_items > 0 and \
+            G.recent_trigger(ctx.plan, ctx.state, ctx.cfg).reason == "reentry_after_idle":
+        hours = max(hours, gw.open_thread_days * 24)
+    return (ctx.state.now - timedelta(hours=hours)).isoformat()
+
+
+THREAD_HINTS = ("process_event", "short_state")  # the writer hints of an episode (a stable fact is the profile's)
+
+
+def open_threads(ctx: TurnContext, pool: list[Bucket]) -> frozenset[str]:
+    """The space's newest ``open_thread_items`` episodes past the recent window whose words point ahead: what the
+    user may come back to with how it went. Read only on re-entry (the list reads that far back only then)."""
+    gw = ctx.cfg.gateway
+    if gw.open_thread_days <= 0 or gw.open_thread_items <= 0:
+        return frozenset()
+    edge = ctx.state.now - timedelta(hours=gw.head_recent_hours)
+    older = sorted((b for b in pool if b.memory_layer in THREAD_HINTS and b.created_dt() < edge),
+                   key=lambda b: (b.created, b.id), reverse=True)
+    found: list[str] = []
+    for b in older:
+        if ctx.parts.policy.points_ahead(b.main_text):
+            found.append(b.id)
+            if len(found) >= gw.open_thread_items:
+                break
+    return frozenset(found)
 
 
 def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
@@ -102,10 +129,12 @@ def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
     if not G.recent_trigger(plan, state, cfg).allowed:  # then only a memory on the turn's topic can pass or be named
         pool = [b for b in pool if b.id in evidence]
     fired = False
+    threads = open_threads(ctx, pool) if G.recent_trigger(plan, state, cfg).reason == "reentry_after_idle" \
+        else frozenset()
     for b in pool:
         d = ctx.layer(b)
         gate = GATES.evaluate(GateInput("recent", plan, state, cfg, b, d, has_topic_evidence=b.id in evidence,
-                                        in_profile=b.id in ctx.profile_ids))
+                                        in_profile=b.id in ctx.profile_ids, open_thread=b.id in threads))
         if GATES.passes(gate, "recent"):
             found.append(Decided(b, d, gate, GATES.weight(gate) * (1.0 if b.id in evidence else 0.5)))
             fired = True

@@ -92,6 +92,7 @@ SHAPE_WORDS: Mapping[str, str] = {
     "summary": "a summary line",
     "chain_bundle": "the path from a direct hit to this memory",
     "recent_compact": "title and first clause",
+    "asked_window": "asked for again: the matched moment with some text around it",
     "weather": "the weather text",
     "favorite_card": "the favorite card",
     "dream_original": "the dream's words",
