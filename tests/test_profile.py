@@ -124,7 +124,7 @@ def test_a_rule_guess_is_not_a_profile_line(yu):
 
 
 def test_a_lived_in_store_shows_the_lines_that_matter_now_within_the_budget(tmp_path):
-    cfg = {"gateway": {"budgets": {"profile": 60}, "profile": {"max_lines": 5}}}
+    cfg = {"gateway": {"budgets": {"profile": 60, "profile_cjk": None}, "profile": {"max_lines": 5}}}
     with Brain.open(tmp_path / "data", cfg) as b:
         for i in range(30):
             b.write(SPACE, id=f"f{i}", title=f"习惯{i}", body=f"我每周{i % 7 + 1}去一次第{i}号健身房锻炼",
@@ -161,6 +161,23 @@ def test_a_lived_in_profile_shows_the_lines_about_whom_the_message_asks(weights,
                       about=lambda: reader.read(ask, ask.split(), names))
     assert sel.about is not None and sel.about.holder == "cat" and len(sel.shown) <= 5
     assert ("cat" in sel.shown) is shown
+
+
+def test_a_profile_in_chinese_has_a_budget_of_its_own(tmp_path):
+    """A Chinese line costs about three times the tokens of an English one stating as much: a profile whose lines
+    are mostly CJK is chosen within ``gateway.budgets.profile_cjk``, and the section is fitted to the same budget."""
+    cfg = {"gateway": {"budgets": {"profile": 60, "profile_cjk": 150}, "profile": {"max_lines": 50}}}
+    with Brain.open(tmp_path / "data", cfg) as b:
+        for i in range(20):
+            b.write("zh", id=f"f{i}", title=f"习惯{i}", body=f"我每周{i % 7 + 1}去一次第{i}号健身房锻炼",
+                    memory_layer="stable_boundary", memory_subject="user", created=DAY1)
+            b.write("en", id=f"e{i}", title=f"habit {i}", body=f"i swim at pool number {i} every week, lane {i % 7}",
+                    memory_layer="stable_boundary", memory_subject="user", created=DAY1)
+        zh, en = b.turn("zh", "s", "今天好累", DAY2), b.turn("en", "s", "so tired today", DAY2)
+        for turn, budget in ((zh, 150), (en, 60)):
+            view = turn.debug["profile"].to_dict()
+            assert view["budget"] == budget and 0.6 * budget < view["tokens"] <= budget
+            assert len(turn.section("profile").items) == len(view["shown"])  # never trimmed again by the section fit
 
 
 def test_the_profile_is_off_with_a_budget_of_zero(tmp_path):

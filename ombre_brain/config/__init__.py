@@ -135,6 +135,9 @@ class Budgets:
     core_memory: int = field(default=0, metadata=_rng(0, 1_000_000))
     core_memory_lookup: int = field(default=120, metadata=_rng(0, 1_000_000))
     profile: int = field(default=360, metadata=_rng(0, 1_000_000))  # the profile's own budget (0: off; §24)
+    # a profile whose lines are mostly CJK: a Chinese line cut at line_chars (90) costs about 90 tokens, an English one
+    # at line_chars_latin (140) about 36, so the same budget held a third as many facts (None: as `profile`)
+    profile_cjk: int | None = field(default=550, metadata=_rng(0, 1_000_000))
 
 
 CONTEXT_MODES = ("conflict_repair", "reflective_repair", "memory_lookup", "intimate", "playful", "task", "casual")

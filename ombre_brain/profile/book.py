@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..config.profile import ProfileConfig
+from ..text import is_cjk_text
 from .frames import OTHER, SELF, Frame, Line, supersessions
 
 SHOWN = "profile_line"
@@ -75,6 +76,7 @@ class Book:
     current: list[str]                          # eligible ids, in display order (facts, then lessons; oldest first)
     names: dict[str, str] = field(default_factory=dict)  # the space's name bindings (可乐 → dog): a message's frame
     twins: dict[str, str] = field(default_factory=dict)  # id -> the entry whose line is its very words (shown once)
+    cjk: bool = False  # most current lines are CJK (its budget is gateway.budgets.profile_cjk)
     _arrays: dict = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -102,7 +104,9 @@ class Book:
         for e in sorted(current, key=lambda e: (e.hint != "relationship_lesson", e.at, e.id)):
             first.setdefault(" ".join(e.line.split()).casefold(), e.id)
         twins = {e.id: first[k] for e in current if first[k := " ".join(e.line.split()).casefold()] != e.id}
-        return cls(by_id, sup, [e.id for e in current if e.id not in twins], twins=twins)
+        shown = [e for e in current if e.id not in twins]
+        cjk = 2 * sum(is_cjk_text(e.line) for e in shown) > len(shown)
+        return cls(by_id, sup, [e.id for e in shown], twins=twins, cjk=cjk)
 
     def arrays(self) -> dict:
         """The current entries as arrays, made once per book (the per-turn scoring is vector arithmetic)."""

@@ -79,7 +79,8 @@ def run_turn(parts: TurnParts, space: str, session: str, query: str, now: dateti
     lap("render")
     turn = assemble(parts.config, plan=plan, state=state, query=query, core=side.core, facts=side.facts, items=items,
                     suppressed=suppressed, unknown=unknown, timings=lap.ms,
-                    profile=profile.items if profile is not None else ())
+                    profile=profile.items if profile is not None else (),
+                    profile_budget=profile.selection.budget if profile is not None else None)
     turn.space_known = parts.store.known_space(space)  # a space never written answers, and says so
     lap("budget")
     turn.debug.update(retrieval=retrieval, direct=direct, related=related, trace=ctx.trace, diffusion=ctx.diffusion,

@@ -79,13 +79,14 @@ class ProfileView:
 def profile_stage(ctx, candidates) -> ProfileView | None:
     """This turn's profile (None when it is off or the space holds nothing yet)."""
     cfg = ctx.cfg
-    budget = cfg.gateway.budgets.profile
+    budgets = cfg.gateway.budgets
     cache = ctx.parts.profile
-    if cache is None or budget <= 0 or not ctx.store.known_space(ctx.space):
+    if cache is None or budgets.profile <= 0 or not ctx.store.known_space(ctx.space):
         return None
     book = cache.book(ctx.space, cfg, ctx.store.change_head(ctx.space))
     if not book.entries:
         return None
+    budget = budgets.profile_cjk if book.cjk and budgets.profile_cjk is not None else budgets.profile
     query = ctx.plan.query or ctx.plan.normalized
     sel = book.select(cfg.gateway.profile, budget, ctx.state.now, similarity(candidates),
                       about=lambda: cache.message_frame(cfg, book, query, ctx.store.tokens(query)) if query else None)

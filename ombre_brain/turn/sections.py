@@ -100,7 +100,7 @@ def _answers_lookup(item: Item) -> bool:
 
 def assemble(cfg: Config, *, plan: QueryPlan, state: SessionState, query: str, core: list[Item], facts: list[Item],
              items: dict[str, list[Item]], suppressed: list[Suppressed], unknown: bool, timings: dict,
-             profile: Sequence[Item] = ()) -> Turn:
+             profile: Sequence[Item] = (), profile_budget: int | None = None) -> Turn:
     gw = cfg.gateway
     names = {"ai_name": cfg.identity.ai_name, "user_name": cfg.identity.user_name}
     title = {k: v.format(**names) for k, v in TITLES.items()}
@@ -119,6 +119,8 @@ def assemble(cfg: Config, *, plan: QueryPlan, state: SessionState, query: str, c
                                                              ("facts", facts)) if v]
     dynamic = [SectionOut(k, title[k], tuple(dyn[k])) for k in DYNAMIC_ORDER if dyn[k]]
     budgets = gw.budgets
+    if profile_budget is not None and profile_budget != budgets.profile:  # the one the profile chose by (its script)
+        budgets = dataclasses.replace(budgets, profile=profile_budget)
     if budgets.core_memory < budgets.core_memory_lookup and any(_answers_lookup(i) for i in core):
         budgets = dataclasses.replace(budgets, core_memory=budgets.core_memory_lookup)  # only on such a turn
     kept, trims = apply_budgets([*stable, *dynamic], budgets, order=(*STABLE_ORDER, *DYNAMIC_ORDER))
