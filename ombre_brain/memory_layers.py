@@ -82,10 +82,11 @@ STORAGE_ROLES = ("core", "anchor", "self", "weather", "favorite", "profile")
 PROFILE_ROLE_HINTS = ("stable_boundary", "relationship_lesson")
 """Writer hints that give a bucket the ``profile`` role: what the default profile holds (docs/design.md §24)."""
 PROFILE_ROLE_SOURCES = ("model", "model_adjusted")
+"""Whose hint: a writer's (the write decision, a caller that said what it wrote), never the rule's cue-word guess."""
 EPISODE_ROLE_HINTS = ("process_event", "short_state")
 """Writer hints that give a bucket the ``profile`` role too: what happened, never a profile line, read by the profile
-for the endings it tells (a pet that died, a flatmate who moved out, told as an event: profile/cache.py)."""
-"""Whose hint: a writer's (the write decision, a caller that said what it wrote), never the rule's cue-word guess."""
+for the endings it tells (a pet that died, a flatmate who moved out, told as an event: profile/cache.py), and the
+episodes Recent Context looks through for open threads (turn/side.py)."""
 
 
 def storage_roles(bucket: Bucket) -> str:

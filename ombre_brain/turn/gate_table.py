@@ -79,8 +79,9 @@ GATES.register(GateSpec(
                        "here, since a cooldown stops repeats, never an answer",
         "explicit_recent": "the query asks about recent times (最近, lately)",
         "reentry_after_idle": "the space's previous turn was at least recent_reentry_idle_hours ago",
-        "open_thread": "on re-entry: the space's newest episode of the last open_thread_days that points ahead "
-                       "(cues.open_thread: an appointment, a trip, results to come); the user may come back to it",
+        "open_thread": "on re-entry: one of the space's newest open_thread_items episodes of the last "
+                       "open_thread_days that point ahead (cues.open_thread: an appointment, a trip, results to come); "
+                       "the user may come back to it",
         "recent_with_topic_evidence": "a recent dynamic memory that carries topic evidence itself",
         "recent_context_cooling": "automatic Recent Context fired in this session within its cooldown hours",
         "recent_dynamic_only": "automatic Recent Context carries dynamic memory only",

@@ -208,7 +208,7 @@ def recent_context_gate(plan: QueryPlan, bucket: Bucket, decision: LayerDecision
     recalled in its last rounds (``carried``) while the conversation is still on it (turn/carry.py); a memory a
     lookup asks for again while a cooldown keeps it out of Recalled Memory (``asked_again``: a cooldown stops
     repeats, never an answer); on re-entry, an episode older than the recent window that is still open
-    (``open_thread``: it points ahead, and is the space's newest such episode, turn/side.py): the user comes back
+    (``open_thread``: it points ahead, and is among the space's newest such episodes, turn/side.py): the user comes back
     with how it went ("results are in", "ok so it went fine, he's home")."""
     blocked = surface_block(bucket)
     if blocked:

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from ..buckets import Bucket
 from ..facts.select import background_line
-from ..memory_layers import is_favorite
+from ..memory_layers import EPISODE_ROLE_HINTS, is_favorite
 from ..recall_types import GateResult, Item, Suppressed
 from ..store.interfaces import ListRead
 from . import gates as G
@@ -91,9 +91,6 @@ def _recent_since(ctx: TurnContext) -> str:
     return (ctx.state.now - timedelta(hours=hours)).isoformat()
 
 
-THREAD_HINTS = ("process_event", "short_state")  # the writer hints of an episode (a stable fact is the profile's)
-
-
 def open_threads(ctx: TurnContext, pool: list[Bucket]) -> frozenset[str]:
     """The space's newest ``open_thread_items`` episodes past the recent window whose words point ahead: what the
     user may come back to with how it went. Read only on re-entry (the list reads that far back only then)."""
@@ -101,7 +98,7 @@ def open_threads(ctx: TurnContext, pool: list[Bucket]) -> frozenset[str]:
     if gw.open_thread_days <= 0 or gw.open_thread_items <= 0:
         return frozenset()
     edge = ctx.state.now - timedelta(hours=gw.head_recent_hours)
-    older = sorted((b for b in pool if b.memory_layer in THREAD_HINTS and b.created_dt() < edge),
+    older = sorted((b for b in pool if b.memory_layer in EPISODE_ROLE_HINTS and b.created_dt() < edge),
                    key=lambda b: (b.created, b.id), reverse=True)
     found: list[str] = []
     for b in older:
@@ -126,11 +123,11 @@ def recent(ctx: TurnContext, taken: set[str], direct: list[Decided],
     if not pool:
         return found[: cfg.gateway.recent_context_max_items], False
     evidence = {d.bucket.id for d in direct} | {b.id for b in pool if G.recent_topic_evidence(plan, b)}
-    if not G.recent_trigger(plan, state, cfg).allowed:  # then only a memory on the turn's topic can pass or be named
+    trigger = G.recent_trigger(plan, state, cfg)
+    if not trigger.allowed:  # then only a memory on the turn's topic can pass or be named
         pool = [b for b in pool if b.id in evidence]
     fired = False
-    threads = open_threads(ctx, pool) if G.recent_trigger(plan, state, cfg).reason == "reentry_after_idle" \
-        else frozenset()
+    threads = open_threads(ctx, pool) if trigger.reason == "reentry_after_idle" else frozenset()
     for b in pool:
         d = ctx.layer(b)
         gate = GATES.evaluate(GateInput("recent", plan, state, cfg, b, d, has_topic_evidence=b.id in evidence,
