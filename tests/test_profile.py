@@ -163,6 +163,26 @@ def test_a_lived_in_profile_shows_the_lines_about_whom_the_message_asks(weights,
     assert ("cat" in sel.shown) is shown
 
 
+def test_a_search_that_finds_an_old_version_weighs_the_line_that_replaced_it():
+    """"what's my cat's name again" finds "and my cat Mothball…", superseded by "Mothball turned fifteen": the finding
+    is the fact's, so the current line is chosen under the budget, not cut for it."""
+    cfg = load_config({"gateway": {"profile": {"max_lines": 5}}})
+    pc = cfg.gateway.profile
+    reader = FrameReader(pc)
+    texts = {"old": "and my cat Mothball, she's fourteen",
+             "cat": "Mothball turned fifteen yesterday, she still sleeps on my keyboard",
+             **{f"f{i}": f"i swim at pool number {i} every week, lane {i % 7}" for i in range(30)}}
+    entries = [Entry(bid, "stable_boundary", t, 12, DAY1 if bid in ("old", "cat") else DAY2,
+                     DAY1 if bid in ("old", "cat") else DAY2, 5, 0, reader.read(t, t.split(), {}))
+               for bid, t in texts.items()]
+    book = Book.build(entries, pc, learned={"old": ("cat", "changed_fact")})
+    assert book.current_version("old") == "cat" and book.current_version("f3") == "f3"
+    now = datetime.fromisoformat(LATER.format(0))
+    found_old = book.select(pc, 60, now, {"old": 1.0, "f3": 0.4})
+    assert "cat" in found_old.shown and "old" not in found_old.shown
+    assert "cat" not in book.select(pc, 60, now, {"f3": 0.4}).shown  # without the finding it is an old line, cut
+
+
 def test_a_profile_in_chinese_has_a_budget_of_its_own(tmp_path):
     """A Chinese line costs about three times the tokens of an English one stating as much: a profile whose lines
     are mostly CJK is chosen within ``gateway.budgets.profile_cjk``, and the section is fitted to the same budget."""

@@ -108,6 +108,18 @@ class Book:
         cjk = 2 * sum(is_cjk_text(e.line) for e in shown) > len(shown)
         return cls(by_id, sup, [e.id for e in shown], twins=twins, cjk=cjk)
 
+    def current_version(self, bid: str) -> str:
+        """The line now standing for ``bid``: itself, or the newest line of its supersession chain. A search that
+        found the old version of a fact ("and my cat Mothball…" for "what's my cat's name") found the fact: the line
+        that replaced it ("Mothball turned fifteen yesterday") is what the profile should weigh."""
+        seen = {bid}
+        while bid in self.superseded:
+            bid = self.superseded[bid][0]
+            if bid in seen:
+                break
+            seen.add(bid)
+        return self.twins.get(bid, bid)
+
     def arrays(self) -> dict:
         """The current entries as arrays, made once per book (the per-turn scoring is vector arithmetic)."""
         if not self._arrays:
@@ -129,10 +141,10 @@ class Book:
     def select(self, cfg: ProfileConfig, budget: int, now: datetime, similarity: Mapping[str, float],
                about: Callable[[], Frame | None] | None = None) -> Selection:
         """This turn's lines. All current lines when they fit ``budget`` tokens and ``max_lines``; else the best by
-        score, in display order. ``similarity``: entry id -> [0, 1], how strongly this turn's search found it;
-        ``about``: the message's frame, read only when the turn must choose (whose it is about, what it asks: "what's
-        my cat's name again" is about the cat, and "Mothball turned fifteen" is a line about her, whatever its
-        words)."""
+        score, in display order. ``similarity``: entry id -> [0, 1], how strongly this turn's search found it (an
+        old version found counts for the line that replaced it: :meth:`current_version`); ``about``: the message's
+        frame, read only when the turn must choose (whose it is about, what it asks: "what's my cat's name again" is
+        about the cat, and "Mothball turned fifteen" is a line about her, whatever its words)."""
         a = self.arrays()
         n = len(self.current)
         if n == 0 or budget <= 0 or cfg.max_lines <= 0:
@@ -144,10 +156,12 @@ class Book:
         score = (w.importance * a["importance"] + w.recency * np.exp(-age_days / cfg.recency_days)
                  + w.restated * a["restated"] + w.recalled * a["recalled"] + w.lesson * a["lesson"]
                  + w.care * a["care"])
+        found = np.zeros(n, dtype=np.float64)
         for bid, s in similarity.items():
-            k = a["index"].get(bid)
+            k = a["index"].get(self.current_version(bid))
             if k is not None:
-                score[k] += w.similarity * s
+                found[k] = max(found[k], s)
+        score += w.similarity * found
         frame = about() if about is not None else None
         if frame is not None and frame.holder != OTHER and (frame.holder != SELF or frame.attributes):
             for k, (holder, attrs) in enumerate(zip(a["holder"], a["attributes"], strict=True)):
