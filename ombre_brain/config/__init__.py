@@ -155,7 +155,7 @@ class GatewayConfig:
     # open threads: on re-entry, the newest episodes of the last this-many days that point ahead (cues.open_thread:
     # an appointment, a trip, results to come) are shown in Recent Context (0: off), at most open_thread_items
     open_thread_days: float = field(default=21, metadata=_rng(0, 100000))
-    open_thread_items: int = field(default=2, metadata=_rng(0, 100))
+    open_thread_items: int = field(default=3, metadata=_rng(0, 100))
     carry_rounds: int = field(default=3, metadata=_rng(0, 10000))  # a recalled memory is carried this many rounds
     favorite_interval_rounds: int = field(default=0, metadata=_rng(0, 100000))
     weather_interval_rounds: int = field(default=0, metadata=_rng(0, 100000))
