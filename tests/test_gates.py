@@ -532,8 +532,8 @@ def _all_reasons(cfg) -> set[str]:
 
 
 def _profile_reasons(cfg) -> set[str]:
-    """Every verdict a profile line can get: shown (all fit, or chosen), cut by the budget, superseded, never in,
-    and moved whole into Recalled Memory."""
+    """Every verdict a profile line can get: shown (all fit, or chosen), cut by the budget, superseded, shown as
+    history to a question about the past, never in, and moved whole into Recalled Memory."""
     from ombre_brain.profile.book import Book, Entry
     from ombre_brain.profile.frames import FrameReader
     from ombre_brain.turn.profile import ProfileView
@@ -555,6 +555,10 @@ def _profile_reasons(cfg) -> set[str]:
     for budget in (1000, 10):
         sel = book.select(cfg.gateway.profile, budget, NOW, {})
         seen |= {v.reason for v in sel.verdicts().values()}
+    ask = "我以前在哪上班来着"  # a question about an old value: the superseded job line, as history
+    sel = book.select(cfg.gateway.profile, 1000, NOW, {}, about=lambda: reader.read(ask, ask.split(), {}),
+                      history=True)
+    seen |= {v.reason for v in sel.verdicts().values()}
     view = ProfileView(book, book.select(cfg.gateway.profile, 1000, NOW, {}), [], {"dog": "recalled_memory"})
     seen |= {e["reason"] for e in view.to_dict()["entries"]}
     return seen

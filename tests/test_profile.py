@@ -81,6 +81,29 @@ def test_a_changed_job_shows_only_the_new_one_and_the_old_stays_as_history(yu):
                             for i in shown)
 
 
+@pytest.mark.parametrize("old, new, ask, other", [
+    ("我在星桥科技上班，做视觉设计", "我跳槽了，现在在云帆网络做用户研究", "我以前那家公司叫啥来着",
+     "我妈以前在哪上班来着"),
+    ("i work at a tiny game studio called Pixelmoor, QA tester", "i quit pixelmoor, i work at Halverson Maps now",
+     "where did i work before this job, my new boss asked", "where did my sister work before"),
+])
+def test_a_question_about_an_old_value_shows_it_as_history(yu, old, new, ask, other):
+    """"我以前那家公司叫啥来着" asks for the superseded line: the profile shows it marked as history (never as current,
+    naming what replaced it) beside the current one, and says no UNKNOWN; a question about the present, or about
+    another holder's past, shows no history."""
+    fact(yu, "old", old, when=DAY1)
+    fact(yu, "new", new, when=DAY2)
+    asked = yu.turn(SPACE, "s", ask, LATER.format(0))
+    items = {i.bucket_id: i for i in asked.section("profile").items}
+    assert "new" in items and "old" in items
+    assert items["old"].text.startswith("(earlier; since changed) ") and items["old"].extra["superseded_by"] == "new"
+    view = {e["id"]: e for e in asked.debug["profile"].to_dict()["entries"]}
+    assert view["old"]["reason"] == "profile_earlier" and view["old"]["allowed"]
+    assert "UNKNOWN" not in asked.rendered
+    assert "old" not in profile_ids(yu.turn(SPACE, "s2", "我今天好累", LATER.format(5)))
+    assert "old" not in profile_ids(yu.turn(SPACE, "s3", other, LATER.format(10)))
+
+
 def test_a_purge_removes_a_line_at_once(yu):
     fact(yu, "dog", "我家狗叫可乐，柯基，五岁了")
     fact(yu, "city", "我住在杭州西湖区")

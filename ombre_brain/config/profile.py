@@ -79,6 +79,10 @@ class ProfileConfig:
     care: tuple[str, ...] = ()         # cue words of lines a companion must not forget (an allergy, a fear, sobriety)
     naming: tuple[str, ...] = ()        # words before a name (叫, named): "我家狗叫可乐" binds 可乐 to the dog
     change_cues: tuple[str, ...] = ()   # words that say something changed (现在, 不再, 搬到, no longer, quit, actually)
+    # A question about an old value ("我以前那家公司叫啥来着", "where did i work before this job", "前男友叫啥"): the
+    # superseded lines it is about are shown, marked as history (``history_mark``), at most ``history_items``
+    history_cues: tuple[str, ...] = ()
+    history_items: int = field(default=2, metadata=_rng(0, 100))
 
 
 __all__ = ["HINT_SOURCES", "PROFILE_HINTS", "ProfileConfig", "ProfileWeights", "SupersedeConfig"]

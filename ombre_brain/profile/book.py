@@ -19,10 +19,14 @@ import numpy as np
 
 from ..config.profile import ProfileConfig
 from ..text import is_cjk_text
+from ..turn.budget import estimate_tokens
 from .frames import OTHER, SELF, Frame, Line, supersessions
 
 SHOWN = "profile_line"
 FITS = "profile_fits"
+EARLIER = "profile_earlier"
+HISTORY_FOUND = 0.9  # a superseded line a question about the past did not name by its frame: the search's best only
+GENERIC = frozenset({"name"})  # "叫啥来着", "what's … called" asks a name of anything: of the user's own lines, no one
 
 
 @dataclass(frozen=True)
@@ -139,16 +143,25 @@ class Book:
         return self._arrays
 
     def select(self, cfg: ProfileConfig, budget: int, now: datetime, similarity: Mapping[str, float],
-               about: Callable[[], Frame | None] | None = None) -> Selection:
+               about: Callable[[], Frame | None] | None = None, history: bool = False) -> Selection:
         """This turn's lines. All current lines when they fit ``budget`` tokens and ``max_lines``; else the best by
         score, in display order. ``similarity``: entry id -> [0, 1], how strongly this turn's search found it (an
         old version found counts for the line that replaced it: :meth:`current_version`); ``about``: the message's
         frame, read only when the turn must choose (whose it is about, what it asks: "what's my cat's name again" is
-        about the cat, and "Mothball turned fifteen" is a line about her, whatever its words)."""
+        about the cat, and "Mothball turned fifteen" is a line about her, whatever its words). ``history``: the
+        message is a question; when its frame asks for an old value (``past``), the superseded lines it is about come
+        first (:meth:`earlier`), within the same budget."""
         a = self.arrays()
         n = len(self.current)
         if n == 0 or budget <= 0 or cfg.max_lines <= 0:
             return Selection(self, [], None, budget)
+        frame = about() if about is not None and history else None
+        earlier = self.earlier(cfg, frame, similarity) if frame is not None and frame.past else []
+        if earlier:
+            mark = estimate_tokens(cfg.history_mark)  # each is said with its mark
+            budget_left = budget - sum(self.entries[b].tokens + mark for b in earlier)
+            chosen = self.select(cfg, budget_left, now, similarity, (lambda: frame) if about is not None else None)
+            return Selection(self, chosen.shown, chosen.scores, budget, chosen.about or frame, earlier)
         if n <= cfg.max_lines and int(a["tokens"].sum()) <= budget:
             return Selection(self, list(self.current), None, budget)
         w = cfg.weights
@@ -162,7 +175,7 @@ class Book:
             if k is not None:
                 found[k] = max(found[k], s)
         score += w.similarity * found
-        frame = about() if about is not None else None
+        frame = frame or (about() if about is not None else None)
         if frame is not None and frame.holder != OTHER and (frame.holder != SELF or frame.attributes):
             for k, (holder, attrs) in enumerate(zip(a["holder"], a["attributes"], strict=True)):
                 if holder == frame.holder:
@@ -181,6 +194,24 @@ class Book:
         keep = sorted(chosen)  # display order is the book's
         return Selection(self, [self.current[k] for k in keep], score, budget, frame)
 
+    def earlier(self, cfg: ProfileConfig, frame: Frame, similarity: Mapping[str, float]) -> list[str]:
+        """The superseded lines a question about an old value asks for, best first, at most ``history_items``: those
+        of the holder it asks about (the user's own only for an attribute it asks: "where did i work before this
+        job" is the user's job; "前男友叫啥" is any old line about a partner), or the search's best
+        (``HISTORY_FOUND``: "我以前每天要灌多少咖啡来着")."""
+        found: dict[str, float] = {}
+        for old in self.superseded:
+            e = self.entries.get(old)
+            if e is None or e.never is not None or cfg.history_items <= 0:
+                continue
+            f = e.frame
+            named = frame.holder != OTHER and f.holder == frame.holder and (
+                frame.holder != SELF or bool((f.attributes & frame.attributes) - GENERIC))
+            s = similarity.get(old, 0.0)
+            if named or s >= HISTORY_FOUND:
+                found[old] = s + named
+        return sorted(found, key=lambda b: (-found[b], b))[:cfg.history_items]
+
 
 @dataclass
 class Selection:
@@ -191,6 +222,7 @@ class Selection:
     scores: np.ndarray | None   # per current entry when the turn had to choose; None when all fit
     budget: int
     about: Frame | None = None  # the message's frame the choice read (whose it is about, what it asks)
+    earlier: list[str] = field(default_factory=list)  # superseded lines a question about the past asks for (history)
 
     def __post_init__(self) -> None:
         self._shown_set = frozenset(self.shown)
@@ -204,6 +236,8 @@ class Selection:
             return Verdict(False, e.never)
         if bid in book.superseded:
             new, rule = book.superseded[bid]
+            if bid in self.earlier:
+                return Verdict(True, EARLIER, superseded_by=new, rule=rule)
             return Verdict(False, "profile_superseded", superseded_by=new, rule=rule)
         if bid in book.twins:
             return Verdict(False, "profile_same_line", superseded_by=book.twins[bid], rule="same_line")
@@ -226,4 +260,4 @@ def _ts(iso: str) -> float:
         return 0.0
 
 
-__all__ = ["FITS", "SHOWN", "Book", "Entry", "Selection", "Verdict"]
+__all__ = ["EARLIER", "FITS", "SHOWN", "Book", "Entry", "Selection", "Verdict"]

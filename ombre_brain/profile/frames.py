@@ -55,10 +55,11 @@ class Frame:
     terms: frozenset[str]
     care: bool = False  # it says something a companion must not forget (gateway.profile.care: an allergy, a fear)
     mentions: frozenset[str] = frozenset()  # every holder it names, by a holder word or a bound name, anywhere
+    past: bool = False  # it asks for, or tells of, an old value (gateway.profile.history_cues: 以前, 前男友, used to)
 
     def to_dict(self) -> dict:
         return {"holder": self.holder, "attributes": sorted(self.attributes), "changed": self.changed,
-                "terms": sorted(self.terms), "care": self.care, "mentions": sorted(self.mentions)}
+                "terms": sorted(self.terms), "care": self.care, "mentions": sorted(self.mentions), "past": self.past}
 
 
 class FrameReader:
@@ -70,6 +71,7 @@ class FrameReader:
         self.changes = list(_patterns(cfg.change_cues))
         self.trusted = list(_patterns(cfg.supersede.trusted_cues))
         self.care = list(_patterns(cfg.care))
+        self.history = list(_patterns(cfg.history_cues))
         self.exclusive = frozenset(cfg.exclusive_holders)
         self.people = frozenset(cfg.people)
         self.min_specificity = cfg.min_term_specificity
@@ -100,7 +102,7 @@ class FrameReader:
                           if _key_term(t) and t not in self.cue_words and t not in own
                           and specificity(t) >= self.min_specificity)
         return Frame(holder, frozenset(a for _, a in attributes), changed, terms,
-                     any(p.search(folded) for p in self.care), mentions)
+                     any(p.search(folded) for p in self.care), mentions, any(p.search(folded) for p in self.history))
 
     def says_change_plainly(self, text: str) -> bool:
         """The line says outright that something changed (``supersede.trusted_cues``: 跳槽, 分手, switched, quit)."""

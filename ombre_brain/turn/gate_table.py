@@ -132,6 +132,8 @@ GATES.register(GateSpec(
                               "of higher-scoring lines",
         "profile_superseded": "a newer memory states the same attribute, or says this one changed: kept as history, "
                               "not shown as current",
+        "profile_earlier": "a superseded line shown as history (gateway.profile.history_mark): the message asks for "
+                           "an old value of what it is about (gateway.profile.history_cues: 以前, 前男友, used to)",
         "profile_same_line": "another profile entry has this very line (one message kept as a fact and as a lesson): "
                              "said once, by that one",
         "shown_in_profile": "the profile shows this memory's line this turn: not repeated here (below "

@@ -88,9 +88,14 @@ def profile_stage(ctx, candidates) -> ProfileView | None:
         return None
     budget = budgets.profile_cjk if book.cjk and budgets.profile_cjk is not None else budgets.profile
     query = ctx.plan.query or ctx.plan.normalized
+    plan = ctx.plan
     sel = book.select(cfg.gateway.profile, budget, ctx.state.now, similarity(candidates),
-                      about=lambda: cache.message_frame(cfg, book, query, ctx.store.tokens(query)) if query else None)
-    items = [line_item(book, sel, bid) for bid in sel.shown]
+                      about=lambda: cache.message_frame(cfg, book, query, ctx.store.tokens(query)) if query else None,
+                      history=plan.context_mode == "memory_lookup" or plan.asks)
+    # what a question about the past asks for first, then the current lines
+    items = [line_item(book, sel, bid, history_mark=cfg.gateway.profile.history_mark) for bid in sel.earlier]
+    items += [line_item(book, sel, bid) for bid in sel.shown]
+    ctx.profile_answers.extend(sel.earlier)  # the old value it asked for is shown: no UNKNOWN beside it
     return ProfileView(book, sel, items)
 
 
@@ -103,13 +108,17 @@ def similarity(candidates) -> dict[str, float]:
     return {c.bucket.id: max(0.0, c.fused / top) for c in ranked}
 
 
-def line_item(book: Book, sel: Selection, bid: str) -> Item:
+def line_item(book: Book, sel: Selection, bid: str, history_mark: str | None = None) -> Item:
+    """A line's item; a superseded line a question about the past asked for (``history_mark``) says it is history,
+    and names what replaced it (``extra.superseded_by``), as a superseded memory recalled anywhere does."""
     e = book.entries[bid]
     v = sel.verdict(bid)
     gate = GATES.build(profile=GateResult(True, v.reason, v.detail() or None)).decide("injected", SECTION, v.reason)
-    return Item(bid, None, "profile_line", e.line, e.layer.layer if e.layer else None,
-                e.layer.to_dict() if e.layer else None, gate.to_dict(), rank_score=v.score or 0.0,
-                extra={"hint": e.hint})
+    extra = {"hint": e.hint}
+    if history_mark is not None:
+        extra |= {"superseded_by": v.superseded_by, "supersede_rule": v.rule}
+    return Item(bid, None, "profile_line", (history_mark or "") + e.line, e.layer.layer if e.layer else None,
+                e.layer.to_dict() if e.layer else None, gate.to_dict(), rank_score=v.score or 0.0, extra=extra)
 
 
 __all__ = ["SECTION", "ProfileView", "profile_stage"]
