@@ -3,7 +3,7 @@
 4. Number ranges are not dates: "我每周跑步3-5次" and "1-3 cups a day" get no ``event_time``.
 5. The companion's previous message is never a hit-proving part of the user's memory: only its question is kept,
    as a context-only section, and a fresh session's "What should I cook for dinner tonight?" does not recall the
-   memory through it.
+   memory through it (the profile still shows the trip as what happened lately: every turn, not as a hit).
 6. Statements and requests are not planned as memory lookups (no "memory lookup" mode, no UNKNOWN line).
 7. Recent Context keeps the detail: "我养了一只猫叫豆包，三岁了", never "我养了一只猫叫豆包：我养了一只猫叫豆包".
 """
@@ -82,7 +82,11 @@ def test_finding_5_the_companions_message_never_proves_a_hit(proxy):
     assert "Long day" not in trip.body  # the companion's talk is not the user's memory; at most its question
     assert all(m.context_only for m in build_moments(trip) if m.section == "context")
     memory = say(brain, client, standin, "fresh", ("user", "What should I cook for dinner tonight?"))
-    assert "成都" not in memory and "cooking for dinner" not in memory
+    # the trip is what happened lately, a profile line (design §24); no section recalls it for this message
+    sections = dict(re.findall(r"^## (.+?)\n(.*?)(?=^## |\Z)", memory, re.M | re.S))
+    assert "我下周要去成都出差" in sections["Profile: who Xiaoyu is and how to be with them"]
+    assert not any("成都" in text for head, text in sections.items() if not head.startswith("Profile"))
+    assert "cooking for dinner" not in memory
 
 
 def test_finding_6_statements_and_requests_are_not_lookups(proxy):

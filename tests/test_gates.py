@@ -533,15 +533,16 @@ def _all_reasons(cfg) -> set[str]:
 
 def _profile_reasons(cfg) -> set[str]:
     """Every verdict a profile line can get: shown (all fit, or chosen), cut by the budget, superseded, shown as
-    history to a question about the past, never in, and moved whole into Recalled Memory."""
+    history to a question about the past, never in, an episode long past, and moved whole into Recalled Memory or
+    Recent Context or Diffused Memory."""
     from ombre_brain.profile.book import Book, Entry
     from ombre_brain.profile.frames import FrameReader
     from ombre_brain.turn.profile import ProfileView
 
     reader = FrameReader(cfg.gateway.profile)
 
-    def entry(bid, text, at, never=None):
-        return Entry(bid, "stable_boundary", text, 10, at, at, 5, 0, reader.read(text, text.split(), {}), never)
+    def entry(bid, text, at, never=None, hint="stable_boundary"):
+        return Entry(bid, hint, text, 10, at, at, 5, 0, reader.read(text, text.split(), {}), never)
 
     book = Book.build([entry("old", "我在阿里上班", "2026-01-01"),
                        entry("new", "我跳槽了，现在在腾讯上班", "2026-02-01"),
@@ -550,7 +551,10 @@ def _profile_reasons(cfg) -> set[str]:
                        entry("lec2", "我不喜欢被说教", "2026-01-04"),  # the same line: said once
                        entry("q", "不想提", "2026-01-03", "dont_surface"),
                        entry("s", "秘密", "2026-01-03", "sensitive_unasked"),
-                       entry("a", "坐标", "2026-01-03", "anchor_only_when_asked")], cfg.gateway.profile)
+                       entry("a", "坐标", "2026-01-03", "anchor_only_when_asked"),
+                       entry("gig", "周六去看了草东的演出", "2025-06-01", hint="process_event"),  # long past
+                       entry("mri", "医生让我24号去做核磁", NOW.isoformat(), hint="process_event")],
+                      cfg.gateway.profile)
     seen = set()
     for budget in (1000, 10):
         sel = book.select(cfg.gateway.profile, budget, NOW, {})
@@ -559,7 +563,8 @@ def _profile_reasons(cfg) -> set[str]:
     sel = book.select(cfg.gateway.profile, 1000, NOW, {}, about=lambda: reader.read(ask, ask.split(), {}),
                       history=True)
     seen |= {v.reason for v in sel.verdicts().values()}
-    view = ProfileView(book, book.select(cfg.gateway.profile, 1000, NOW, {}), [], {"dog": "recalled_memory"})
+    view = ProfileView(book, book.select(cfg.gateway.profile, 1000, NOW, {}), [],
+                       {"dog": "recalled_memory", "mri": "recent_context", "new": "diffused_memory"})
     seen |= {e["reason"] for e in view.to_dict()["entries"]}
     return seen
 

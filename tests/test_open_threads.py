@@ -36,6 +36,9 @@ def test_on_reentry_the_newest_open_episode_comes_back(cass):
     cass.turn(SPACE, "s1", "night!", MAY.format(10, 5))
     back = cass.turn(SPACE, "s2", "results are in", MAY.format(25, 0))
     assert recent(back) == {"mri": "open_thread"} and "MRI" in back.rendered  # the newest open one only
+    assert back.rendered.count("MRI on the 24th") == 1  # the thread whole, not again as the profile's line
+    mri = next(e for e in back.debug["profile"].to_dict()["entries"] if e["id"] == "mri")
+    assert (mri["reason"], mri["section"]) == ("in_recent_context", "recent_context")
     again = cass.turn(SPACE, "s2", "anyway what should i cook tonight", MAY.format(25, 1))
     assert "mri" not in recent(again)  # a re-entry's, not every turn's
 

@@ -11,6 +11,7 @@ from ombre_brain.config import load_config
 from ombre_brain.errors import ConfigError
 from ombre_brain.profile.book import Book, Entry
 from ombre_brain.profile.frames import FrameReader, Line, supersessions
+from ombre_brain.turn.gate_table import REASONS
 
 SPACE = "haven:yu"
 DAY1 = "2026-03-02T21:00:00+08:00"
@@ -356,21 +357,66 @@ def test_a_memory_about_another_person_cannot_answer_unless_the_message_names_th
     assert reader.other_person(reader.read(message, message.split(), {}), memory) is other
 
 
-def test_an_ending_told_as_an_event_ends_the_lines_it_is_about(yu):
+@pytest.mark.parametrize("hints", [None, ["stable_boundary", "relationship_lesson"]])
+def test_an_ending_told_as_an_event_ends_the_lines_it_is_about(tmp_path, hints):
+    """By default an episode is a profile line while recent (``episode_days``); a persona whose profile holds facts
+    and lessons alone still reads its episodes for the endings they tell."""
+    cfg = {"gateway": {"profile": {"hints": hints}}} if hints else {}
+    with Brain.open(tmp_path / "data", cfg) as b:
+        _ending_told_as_an_event(b, episodes_shown=hints is None)
+
+
+def _ending_told_as_an_event(yu, episodes_shown: bool):
     fact(yu, "cat", "and my cat Mothball. she's fourteen and acts like she owns the place")
     fact(yu, "home", "I live in Milwaukee on Kestrel Street with my flatmate Yusuf")
     fact(yu, "job", "i'm a QA tester at a game studio called Brightloop")
     fact(yu, "feet", "Yusuf made brownies and Mothball is sitting on my feet", when=DAY2, layer="process_event")
     turn = yu.turn(SPACE, "s", "hey", LATER.format(0))
-    assert profile_ids(turn) == ["cat", "home", "job"]  # an event in passing ends nothing
+    assert profile_ids(turn) == ["cat", "home", "job"]  # an event in passing ends nothing (and is 73 days old)
     fact(yu, "moved", "Yusuf officially moved out on saturday. it's just me and Mothball now", when=LATER.format(1),
          layer="process_event")
     fact(yu, "died", "Mothball passed away this morning. i held her the whole time", when=LATER.format(2),
          layer="process_event")
     turn = yu.turn(SPACE, "s", "hey", LATER.format(3))
-    assert profile_ids(turn) == ["job"]
+    assert profile_ids(turn) == (["job", "moved", "died"] if episodes_shown else ["job"])
     why = {e["id"]: (e["reason"], e.get("superseded_by"), e.get("rule"))
            for e in turn.debug["profile"].to_dict()["entries"]}
     assert why["home"] == ("profile_superseded", "moved", "holder_left")
-    assert why["cat"] == ("profile_superseded", "died", "holder_ended")
-    assert "died" not in why and "feet" not in why  # an episode is never a profile line
+    assert why["cat"][:2] == ("profile_superseded", "died")
+    assert why["cat"][2] == ("learned" if episodes_shown else "holder_ended")  # a line: the changed-fact model reads it
+    if episodes_shown:  # the news is a line while recent (the brownies with Mothball are history now)
+        assert why["died"][0] == why["moved"][0] == "profile_fits" and why["feet"][0] != "profile_fits"
+    else:
+        assert "died" not in why and "feet" not in why  # an episode is never a line of this persona's profile
+
+
+def test_a_persona_whose_profile_holds_episodes_shows_what_happened_lately_not_all_of_it(tmp_path):
+    cfg = {"identity": {"ai_name": "Ori", "user_name": "Cass"},
+           "gateway": {"profile": {"hints": ["stable_boundary", "relationship_lesson", "process_event"],
+                                   "episode_days": 14}}}
+    with Brain.open(tmp_path / "data", cfg) as b:
+        fact(b, "job", "i'm a QA tester at a game studio called Brightloop")
+        fact(b, "font", "my manager Ambrose made me redo an entire test plan because of the font", when=DAY1,
+             layer="process_event")
+        fact(b, "gig", "went to see the Lumineers at the Riverside on saturday, cried at Ophelia", when=DAY2,
+             layer="process_event")
+        soon = b.turn(SPACE, "s", "how was your day", "2026-03-25T21:00:00+08:00")
+        assert profile_ids(soon) == ["job", "gig"]  # the fight with Ambrose was 23 days ago, the gig 5
+        why = {e["id"]: e["reason"] for e in soon.debug["profile"].to_dict()["entries"]}
+        assert why["font"] == "profile_episode_past" and why["gig"] in ("profile_fits", "profile_line")
+        later = b.turn(SPACE, "s", "how was your day", LATER.format(0))  # ten weeks on: the gig is past too
+        assert profile_ids(later) == ["job"]
+        assert "episode_days" in REASONS["profile_episode_past"]  # the debug pages say why, in words
+
+
+def test_a_correction_kept_as_its_new_value_alone_still_replaces_the_old_line(yu):
+    """The write decision keeps the line that states the fact ("Boise was her old post. she's in Santa Fe now");
+    whose it is (Romilly, the cousin) and that it corrects something are said before it, in the same message."""
+    fact(yu, "boise", "also my cousin Romilly texted out of nowhere. she's in Boise, she's a park ranger")
+    yu.write(SPACE, id="santa_fe", title="Romilly", created=DAY2, memory_layer="stable_boundary",
+             memory_subject="user", summary="Boise was her old post. she's in Santa Fe now",
+             body="also i need to correct something. i told you Romilly's in Boise but i had it wrong, Boise was her "
+                  "old post. she's in Santa Fe now, has been since last fall")
+    turn = yu.turn(SPACE, "s", "where does Romilly live again", LATER.format(0))
+    assert "santa_fe" in in_front(turn) and "boise" not in in_front(turn)
+    assert yu.profile.book(SPACE, yu.config).superseded["boise"][0] == "santa_fe"

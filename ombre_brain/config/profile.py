@@ -47,7 +47,7 @@ class SupersedeConfig:
 class ProfileConfig:
     """Who the user is and how to be with them, always in front of the model (docs/design.md §24)."""
 
-    hints: tuple[str, ...] = ("stable_boundary", "relationship_lesson")  # writer hints whose memories it holds
+    hints: tuple[str, ...] = ("stable_boundary", "relationship_lesson", "process_event")  # writer hints it holds
     sources: tuple[str, ...] = ("model", "model_adjusted")  # whose hints count (not `rule`: a cue-word guess)
     title: str = "Profile: who {user_name} is and how to be with them"
     history_mark: str = "(earlier; since changed) "  # before a superseded memory's words wherever it is recalled
@@ -55,6 +55,9 @@ class ProfileConfig:
     line_chars: int = field(default=90, metadata=_rng(10, 10000))     # a longer memory shows its fact sentence
     line_chars_latin: int = field(default=140, metadata=_rng(10, 10000))  # the same for a line in Latin script
     recency_days: float = field(default=120, metadata=_rng(1, 100000))
+    # an episode the profile holds (hints with process_event / short_state) is shown while it is recent: told this
+    # many days ago at most (None: always a candidate)
+    episode_days: float | None = field(default=60, metadata=_rng(0, 100000))
     # A line the profile shows is also recalled (moved into Recalled Memory, whole) only on strong evidence: the
     # admission's evidence score at recall_evidence, or written words covering recall_coverage of the message.
     recall_evidence: float = field(default=0.0, metadata=_rng(0, 1.01))

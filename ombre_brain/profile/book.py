@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..config.profile import ProfileConfig
+from ..memory_layers import EPISODE_ROLE_HINTS
 from ..text import is_cjk_text
 from ..turn.budget import estimate_tokens
 from .frames import OTHER, SELF, Frame, Line, supersessions
@@ -25,6 +26,7 @@ from .frames import OTHER, SELF, Frame, Line, supersessions
 SHOWN = "profile_line"
 FITS = "profile_fits"
 EARLIER = "profile_earlier"
+PAST = "profile_episode_past"
 HISTORY_FOUND = 0.9  # a superseded line a question about the past did not name by its frame: the search's best only
 GENERIC = frozenset({"name"})  # "叫啥来着", "what's … called" asks a name of anything: of the user's own lines, no one
 
@@ -137,6 +139,8 @@ class Book:
                 "lesson": np.array([e.hint == "relationship_lesson" for e in es], dtype=np.float64),
                 "care": np.array([e.frame.care for e in es], dtype=np.float64),
                 "tokens": np.array([e.tokens for e in es], dtype=np.int64),
+                "episode": np.array([e.hint in EPISODE_ROLE_HINTS for e in es], dtype=bool),
+                "at": np.array([_ts(e.at) for e in es], dtype=np.float64),
                 "holder": [e.frame.holder for e in es],
                 "attributes": [e.frame.attributes for e in es],
             }
@@ -155,15 +159,18 @@ class Book:
         n = len(self.current)
         if n == 0 or budget <= 0 or cfg.max_lines <= 0:
             return Selection(self, [], None, budget)
+        past = self.past(cfg, now)
         frame = about() if about is not None and history else None
         earlier = self.earlier(cfg, frame, similarity) if frame is not None and frame.past else []
         if earlier:
             mark = estimate_tokens(cfg.history_mark)  # each is said with its mark
             budget_left = budget - sum(self.entries[b].tokens + mark for b in earlier)
             chosen = self.select(cfg, budget_left, now, similarity, (lambda: frame) if about is not None else None)
-            return Selection(self, chosen.shown, chosen.scores, budget, chosen.about or frame, earlier)
-        if n <= cfg.max_lines and int(a["tokens"].sum()) <= budget:
-            return Selection(self, list(self.current), None, budget)
+            return Selection(self, chosen.shown, chosen.scores, budget, chosen.about or frame, earlier, past)
+        live = ~past
+        if int(live.sum()) <= cfg.max_lines and int(a["tokens"][live].sum()) <= budget:
+            return Selection(self, [b for b, ok in zip(self.current, live, strict=True) if ok], None, budget,
+                             past=past)
         w = cfg.weights
         age_days = np.maximum(0.0, (now.timestamp() - a["active"]) / 86400.0)
         score = (w.importance * a["importance"] + w.recency * np.exp(-age_days / cfg.recency_days)
@@ -184,6 +191,8 @@ class Book:
         order = np.argsort(-score, kind="stable")
         chosen, used = [], 0
         for k in order:
+            if past[k]:
+                continue
             t = int(a["tokens"][k])
             if used + t > budget:
                 continue
@@ -192,7 +201,16 @@ class Book:
             if len(chosen) >= cfg.max_lines:
                 break
         keep = sorted(chosen)  # display order is the book's
-        return Selection(self, [self.current[k] for k in keep], score, budget, frame)
+        return Selection(self, [self.current[k] for k in keep], score, budget, frame, past=past)
+
+    def past(self, cfg: ProfileConfig, now: datetime) -> np.ndarray:
+        """Per current entry: an episode the profile holds (a persona whose ``hints`` take ``process_event``) told
+        longer ago than ``episode_days``. What happened lately is part of who the user is now; a fight with a manager
+        in January is not, and once his successor is named it would read as current."""
+        a = self.arrays()
+        if cfg.episode_days is None or not a["episode"].any():
+            return np.zeros(len(self.current), dtype=bool)
+        return a["episode"] & (now.timestamp() - a["at"] > cfg.episode_days * 86400.0)
 
     def earlier(self, cfg: ProfileConfig, frame: Frame, similarity: Mapping[str, float]) -> list[str]:
         """The superseded lines a question about an old value asks for, best first, at most ``history_items``: those
@@ -223,6 +241,7 @@ class Selection:
     budget: int
     about: Frame | None = None  # the message's frame the choice read (whose it is about, what it asks)
     earlier: list[str] = field(default_factory=list)  # superseded lines a question about the past asks for (history)
+    past: np.ndarray | None = None  # per current entry: an episode older than episode_days (Book.past)
 
     def __post_init__(self) -> None:
         self._shown_set = frozenset(self.shown)
@@ -241,9 +260,11 @@ class Selection:
             return Verdict(False, "profile_superseded", superseded_by=new, rule=rule)
         if bid in book.twins:
             return Verdict(False, "profile_same_line", superseded_by=book.twins[bid], rule="same_line")
-        score = None
+        score, k = None, book.arrays()["index"][bid]
+        if self.past is not None and self.past[k]:
+            return Verdict(False, PAST)
         if self.scores is not None:
-            score = float(self.scores[book.arrays()["index"][bid]])
+            score = float(self.scores[k])
         if bid in self._shown_set:
             return Verdict(True, SHOWN if self.scores is not None else FITS, score)
         return Verdict(False, "profile_budget_cut", score)
@@ -260,4 +281,4 @@ def _ts(iso: str) -> float:
         return 0.0
 
 
-__all__ = ["EARLIER", "FITS", "SHOWN", "Book", "Entry", "Selection", "Verdict"]
+__all__ = ["EARLIER", "FITS", "PAST", "SHOWN", "Book", "Entry", "Selection", "Verdict"]

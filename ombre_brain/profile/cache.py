@@ -28,7 +28,7 @@ from ..text import is_cjk_text
 from ..turn.budget import estimate_tokens
 from .book import Book, Entry
 from .frames import Frame, FrameReader, Line, supersessions
-from .lines import profile_line, source_text
+from .lines import profile_line, source_text, user_words
 from .supersede import Member, decide, load_supersede, pair_rows
 
 MEMBER_LAYERS = ("long_term_anchor", "dynamic_memory")  # pinned is Core Memory; archived, feel, kinds are not
@@ -138,8 +138,9 @@ class ProfileCache:
             never = ("dont_surface" if b.dont_surface else "anchor_only_when_asked" if b.anchor
                      else "sensitive_unasked" if sensitive(b, cfg) else None)
             reader = self._reader(cfg)
-            text = source_text(b)  # its frame reads all it says: whose it is may be said before the line
-            line = profile_line(b, pc.line_chars if is_cjk_text(text) else pc.line_chars_latin, reader.weight)
+            text = user_words(b)  # its frame reads all it says: whose it is may be said before the line
+            line = profile_line(b, pc.line_chars if is_cjk_text(source_text(b)) else pc.line_chars_latin,
+                                reader.weight)
             out[b.id] = _Raw(b.id, b.memory_layer or "", line, text, tuple(self.store.tokens(text)), b.created,
                              b.last_active or b.created, b.importance, never, decision)
         if out and (cfg.gateway.profile.supersede.id is not None or self.collect_vectors):
@@ -169,7 +170,7 @@ class ProfileCache:
         pc = cfg.gateway.profile
         if not pc.episodes_end:
             return {}
-        return {b.id: _Told(b.id, b.created, source_text(b)) for b in buckets
+        return {b.id: _Told(b.id, b.created, user_words(b)) for b in buckets
                 if b.id not in members and b.memory_layer in EPISODE_ROLE_HINTS
                 and b.memory_classification_source in pc.sources and not b.dont_surface}
 

@@ -30,6 +30,15 @@ def source_text(bucket: Bucket) -> str:
     return " ".join((text.strip() or bucket.title).split())
 
 
+def user_words(bucket: Bucket) -> str:
+    """All the user's words of a memory, what its frame reads: its body without context, comments or anchors, else
+    its summary, else its title; on one line. Not the line alone: the write decision keeps "Boise was her old post.
+    she's in Santa Fe now" as the line of "i told you Romilly's in Boise but i had it wrong, …", and whose it is
+    (Romilly) and that it corrects something are said before it."""
+    text = "\n".join(s.text for s in parse_sections(bucket.body) if s.name not in NOT_THE_FACT) or bucket.summary
+    return " ".join((text.strip() or bucket.title).split())
+
+
 def profile_line(bucket: Bucket, max_chars: int, weight: Callable[[str], int] = lambda s: 0) -> str:
     """The line the profile shows for a memory (at most ``max_chars`` characters, ``…`` where it was cut).
     ``weight`` says how plainly a sentence states a fact (the frame reader's cues: an attribute, a holder)."""
@@ -76,4 +85,4 @@ def _cut(text: str, max_chars: int) -> str:
     return text[:limit].rstrip() + "…"
 
 
-__all__ = ["NOT_THE_FACT", "corrected", "profile_line", "source_text"]
+__all__ = ["NOT_THE_FACT", "corrected", "profile_line", "source_text", "user_words"]

@@ -8,6 +8,7 @@ more entry (``GATES.register``), and a test can add one for a ``with`` block (``
 
 from __future__ import annotations
 
+from ..memory_layers import EPISODE_ROLE_HINTS
 from ..recall_types import GateResult, RuntimeGate
 from . import gates as G
 from .gate_registry import GateInput, GateRegistry, GateSpec
@@ -119,9 +120,17 @@ GATES.register(GateSpec(
         "favorite_asked_for": "the user asked for a favorite memory: shown even within skip_recent_rounds",
     }))
 
+def _shown_whole_elsewhere(x: GateInput) -> bool:
+    """An episode the profile shows (a `process_event` while recent) is not kept out of another section that takes
+    it: a direct hit the reader admitted ("那后来呢"), the newer version diffusion reached, an open thread on
+    re-entry, a story asked again. The profile's line says it happened; the section shows it whole, and the profile
+    then leaves it out (``in_<section>``). A stable fact or a lesson is said by its line alone."""
+    return getattr(x.bucket, "memory_layer", None) in EPISODE_ROLE_HINTS
+
+
 GATES.register(GateSpec(
     "profile", frozenset({"direct", "related", "recent", "carried"}),
-    fn=lambda x: GateResult(False, "shown_in_profile") if x.in_profile else None,
+    fn=lambda x: GateResult(False, "shown_in_profile") if x.in_profile and not _shown_whole_elsewhere(x) else None,
     doc="The profile (who the user is, how to be with them) shows a stable fact or lesson on every turn, within its "
         "own budget; a line it shows is not repeated in another section. On a profile line: why it is in or out.",
     reasons={
@@ -134,12 +143,18 @@ GATES.register(GateSpec(
                               "not shown as current",
         "profile_earlier": "a superseded line shown as history (gateway.profile.history_mark): the message asks for "
                            "an old value of what it is about (gateway.profile.history_cues: 以前, 前男友, used to)",
+        "profile_episode_past": "an episode the profile holds (gateway.profile.hints) told more than "
+                                "gateway.profile.episode_days ago: what happened lately is shown, not all of it",
         "profile_same_line": "another profile entry has this very line (one message kept as a fact and as a lesson): "
                              "said once, by that one",
         "shown_in_profile": "the profile shows this memory's line this turn: not repeated here (below "
                             "gateway.profile.recall_evidence / recall_coverage)",
         "in_recalled_memory": "a profile line the message is about: shown whole in Recalled Memory this turn, not "
                               "repeated in the profile",
+        "in_recent_context": "an episode the profile shows, in Recent Context whole this turn (new, an open thread on "
+                             "re-entry, a story asked again inside a cooldown): not repeated in the profile",
+        "in_diffused_memory": "an episode the profile shows, reached whole by diffusion from this turn's direct hits "
+                              "(the newer version of what it recalls): not repeated in the profile",
     }))
 
 REASONS = GATES.reasons

@@ -22,6 +22,7 @@ from typing import TypeVar
 
 from ..buckets import CONTEXT_ONLY_SECTIONS, Bucket, Moment
 from ..config import Config, DreamConfig, favorite_tags
+from ..memory_layers import EPISODE_ROLE_HINTS
 from ..recall_types import (
     NOT_APPLICABLE,
     Candidate,
@@ -109,12 +110,15 @@ def recalls_beside_profile(cand: Candidate, cfg: Config) -> bool:
     or on written words covering ``gateway.profile.recall_coverage`` of the message. Below that the profile's line
     says it, and a near miss ("我表哥…" beside 表姐) stays out of Recalled Memory (design §24). A relationship lesson
     is recalled whenever admitted, with ``gateway.profile.recall_lessons``: how to be with them, applied to this
-    message ("你是不是觉得我今天有点冷淡" beside "she said my replies felt cold")."""
+    message ("你是不是觉得我今天有点冷淡" beside "she said my replies felt cold"). An episode the profile shows is
+    recalled whenever admitted: the gates never keep one out for its line (``gate_table._shown_whole_elsewhere``)."""
     adm = cand.admission
     if not adm.admitted:
         return False
     pc = cfg.gateway.profile
     if pc.recall_lessons and cand.bucket.memory_layer == "relationship_lesson":
+        return True
+    if cand.bucket.memory_layer in EPISODE_ROLE_HINTS:
         return True
     if adm.evidence is not None and adm.evidence >= pc.recall_evidence:
         return True

@@ -70,10 +70,13 @@ def run_turn(parts: TurnParts, space: str, session: str, query: str, now: dateti
     direct, suppressed = direct_stage(ctx, candidates)
     lap("gates")
     related = related_stage(ctx, direct, suppressed)
-    if profile is not None:  # a line recalled whole is not repeated in the profile; one the turn is about says so
-        profile = profile.after_gates({d.bucket.id for d in direct}, ctx.profile_answers, ctx.profile_related)
     lap("diffusion")
     side = side_stage(ctx, direct, related, suppressed)
+    if profile is not None:  # a line shown whole elsewhere is not said twice; one the turn is about says so
+        elsewhere = {**{d.bucket.id: "recent_context" for d in side.recent},
+                     **{d.bucket.id: "diffused_memory" for d in related},
+                     **{d.bucket.id: "recalled_memory" for d in direct}}
+        profile = profile.after_gates(elsewhere, ctx.profile_answers, ctx.profile_related)
     lap("side_sections")
     items, unknown = render_items(ctx, direct, related, side, suppressed)
     lap("render")

@@ -12,7 +12,7 @@ gates can keep a line the profile shows out of Recalled Memory (``shown_in_profi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..profile.book import Book, Selection
@@ -39,13 +39,16 @@ class ProfileView:
         ids = frozenset(i.bucket_id for i in self.items if i.bucket_id)
         return ids | frozenset(t for t, kept in self.book.twins.items() if kept in ids)
 
-    def after_gates(self, recalled: set[str], answers: Sequence[str], related: Sequence[str] = ()) -> ProfileView:
-        """The view once the gates have judged the turn's candidates: a line a direct hit shows whole is taken out
-        (``in_recalled_memory``); a line that answers the turn's lookup says so (``extra.answers``: the turn says no
-        UNKNOWN beside it), and one diffusion reached from a direct hit too (``extra.related``)."""
+    def after_gates(self, elsewhere: Mapping[str, str], answers: Sequence[str],
+                    related: Sequence[str] = ()) -> ProfileView:
+        """The view once the gates and the side sections have judged the turn: a line another section shows whole
+        (``elsewhere``: id -> section: a direct hit, an episode diffusion or Recent Context took) is taken out
+        (``in_<section>``); a line that answers the turn's lookup says so (``extra.answers``: the turn says no UNKNOWN
+        beside it), and one diffusion reached from a direct hit too (``extra.related``)."""
         twins = self.book.twins
-        gone = recalled & self.shown
-        gone |= {twins[t] for t in gone if t in twins}  # its twin recalled whole: the line is not said twice
+        where = {b: sec for b, sec in elsewhere.items() if b in self.shown}
+        where |= {twins[t]: w for t, w in where.items() if t in twins}  # its twin shown whole: not said twice
+        gone = set(where)
         said = {twins.get(b, b) for b in answers} - gone
         near = {twins.get(b, b) for b in related} - gone
         if not gone and not said and not near:
@@ -57,7 +60,7 @@ class ProfileView:
             return dataclasses.replace(i, extra=extra) if extra != i.extra else i
 
         items = [marked(i) for i in self.items if i.bucket_id not in gone]
-        return ProfileView(self.book, self.selection, items, {**self.moved, **dict.fromkeys(gone, "recalled_memory")})
+        return ProfileView(self.book, self.selection, items, {**self.moved, **where})
 
     def to_dict(self) -> dict:
         """Every entry with its verdict, for the debug pages: serialised from this very selection."""
@@ -66,7 +69,7 @@ class ProfileView:
             e = self.book.entries[bid]
             row = {**e.to_dict(), "allowed": v.allowed, "reason": v.reason, **v.detail()}
             if bid in self.moved:
-                row.update(allowed=False, reason="in_recalled_memory", section=self.moved[bid])
+                row.update(allowed=False, reason=f"in_{self.moved[bid]}", section=self.moved[bid])
             out.append(row)
         out.sort(key=lambda r: (not r["allowed"], -(r.get("score") or 0.0), r["at"]))
         shown = [i.bucket_id for i in self.items]
