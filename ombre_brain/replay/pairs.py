@@ -28,7 +28,7 @@ from typing import Any
 from ..recall_types import SessionState
 from ..turn.context import TurnParts
 from ..turn.conversation import normalize_context
-from ..turn.pipeline import run_turn
+from ..turn.pipeline import run_turn, shown_items
 from ..turn.sections import Turn
 
 __all__ = ["Cancelled", "Chain", "Pair", "ReplayTurn", "dry_turn", "replay_pairs"]
@@ -99,11 +99,9 @@ class Chain:
         """What a real turn would have recorded: its round, each item shown (at this round), Recent Context fired."""
         injected, shown_in = dict(state.injected), dict(state.shown_in)
         at = state.now.isoformat()
-        for sec in (*turn.stable, *turn.sections):
-            for it in sec.items:
-                if it.bucket_id:
-                    injected[it.bucket_id] = (state.round, at)
-                    shown_in[it.bucket_id] = sec.key
+        for bid, key in shown_items(turn):
+            injected[bid] = (state.round, at)
+            shown_in[bid] = key
         fired = state.now if any(s.key == "recent_context" for s in turn.sections) else state.recent_context_fired_at
         self._sessions[(t.space, t.session)] = (state.round, injected, fired, shown_in)
         last = self._last_seen.get(t.space)

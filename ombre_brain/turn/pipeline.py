@@ -94,11 +94,17 @@ def run_turn(parts: TurnParts, space: str, session: str, query: str, now: dateti
     return turn
 
 
+def shown_items(turn: Turn) -> list[tuple[str, str]]:
+    """(bucket id, section) of each memory a turn showed, as the session records it: not the profile's lines (stable
+    context: no cooldown, no recall count). A replay's session state follows the same rule (``replay/pairs.Chain``)."""
+    return [(it.bucket_id, sec.key) for sec in (*turn.stable, *turn.sections) for it in sec.items
+            if it.bucket_id and sec.key != PROFILE]
+
+
 def _record(ctx: TurnContext, turn: Turn, side, context: Sequence[Message]) -> None:
     """Session bookkeeping of a real turn: the round, what was shown, the turn log (with what a replay of the turn
     needs: the conversation heard and the session state met), dreams shown or released."""
-    injected = [(it.bucket_id, sec.key) for sec in (*turn.stable, *turn.sections) for it in sec.items
-                if it.bucket_id and sec.key != PROFILE]  # the profile is stable context: no cooldown, no recall count
+    injected = shown_items(turn)
     mentioned = turn.item_ids() + [s.bucket_id for s in turn.suppressed]  # the log quotes them all: a purge finds it
     recent_shown = any(s.key == "recent_context" for s in turn.sections)
     ctx.parts.sessions.record(ctx.state, injected, recent_fired=side.recent_fired and recent_shown,
@@ -110,4 +116,4 @@ def _record(ctx: TurnContext, turn: Turn, side, context: Sequence[Message]) -> N
                               trimmed=[i.bucket_id for i in side.dream if i.bucket_id not in shown])
 
 
-__all__ = ["TurnContext", "TurnParts", "run_turn"]
+__all__ = ["TurnContext", "TurnParts", "run_turn", "shown_items"]
