@@ -115,7 +115,8 @@ class Brain:
         self.self_model = SelfModel(store=self.store, write=self.write, update=self.update)
         self.gateway = Gateway(cfg, self.store.ledger, WriteParts(
             write=self._exchange_write, encoders=lambda: Encoders(self.store.embedder, self.store.second),
-            similar=self._similar, link=self.link, purge=lambda space, **target: self.purge(space, **target)))
+            similar=self._similar, link=self.link, purge=lambda space, **target: self.purge(space, **target),
+            written=self._warm_profile))
         self.dream_engine = DreamEngine(config=cfg, store=self.store, write=self.write, plan=self.policy.plan_query,
                                         upstream=lambda: self.gateway.upstream)
         if not cfg.forget.keys and not shared:  # the embedded default: forgetting works on the first day
@@ -378,6 +379,17 @@ class Brain:
         if not self.store.known_space(space):
             return []
         return [b for b in (self.store.get(space, i) for i in self.search(space, text, k)) if b is not None]
+
+    def _warm_profile(self, space: str) -> None:
+        """After an exchange's writes, the space's profile is read again here, on the write's side (the proxy's
+        ingestion runs after its reply): the next turn finds the book current instead of rebuilding it (the
+        changed-fact model over a lived-in store's members, 25-50 ms). A failure only leaves the turn to do it."""
+        if self.config.gateway.budgets.profile <= 0:
+            return
+        try:
+            self.profile.book(space, self.config)
+        except Exception:  # the write stands; the next turn reads the profile itself
+            log.exception("profile: reading space %s again after a write failed", space)
 
     # ------------------------------------------------------------ forgetting and dreams
 

@@ -420,3 +420,13 @@ def test_a_correction_kept_as_its_new_value_alone_still_replaces_the_old_line(yu
     turn = yu.turn(SPACE, "s", "where does Romilly live again", LATER.format(0))
     assert "santa_fe" in in_front(turn) and "boise" not in in_front(turn)
     assert yu.profile.book(SPACE, yu.config).superseded["boise"][0] == "santa_fe"
+
+
+def test_an_exchange_written_leaves_the_profile_current_for_the_next_turn(yu):
+    """The write's side reads the profile again (the proxy's ingestion runs after its reply), so the next turn does
+    not rebuild it: in a lived-in store that is the changed-fact model over every member."""
+    said = [{"role": "user", "content": "我家狗叫可乐，柯基，五岁了"}]
+    yu.ingest_exchange(SPACE, "s", said, "可乐好可爱！", now=DAY1)
+    held = yu.profile._spaces[(SPACE, yu.config.version)]
+    assert held.seq == yu.store.change_head(SPACE) and held.book is not None
+    assert any("可乐" in e.line for e in held.book.entries.values())

@@ -57,6 +57,7 @@ class WriteParts:
     similar: Callable[[str, str, int], list[Bucket]] | None = None     # stored memories most like a text
     link: Callable[..., object] | None = None                          # Brain.link
     purge: Callable[..., dict] | None = None                           # Brain.purge
+    written: Callable[[str], object] | None = None                     # after an exchange's writes (the space)
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,8 @@ class Writer:
                 result["bucket_ids"].append(bid)
             if join is not None:
                 result.setdefault("joined" if join.kind == "repeat" else "updates", []).append(join.bucket.id)
+        if result["bucket_ids"] and self.parts.written is not None:
+            self.parts.written(ex.space)
         return result
 
     # -- writing one draft
