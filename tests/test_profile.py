@@ -105,6 +105,25 @@ def test_a_question_about_an_old_value_shows_it_as_history(yu, old, new, ask, ot
     assert "old" not in profile_ids(yu.turn(SPACE, "s3", other, LATER.format(10)))
 
 
+def test_an_episode_superseded_is_never_shown_as_an_old_value(reader):
+    """"where did i work before this job" asks for the old job's line; an event about the job search that a later
+    line ended ("i have a phone screen monday at Halverson") states no old value and is not history."""
+    cfg = load_config()
+
+    def entry(bid, text, at, hint="stable_boundary"):
+        return Entry(bid, hint, text, 10, at, at, 5, 0, reader.read(text, text.split(), {}))
+
+    book = Book.build([entry("old", "i work at a game studio called Brightloop, QA tester", "2026-01-05"),
+                       entry("screen", "i have a phone screen monday with a company called Halverson Maps",
+                             "2026-06-01", hint="process_event"),
+                       entry("new", "i got the job, i work at Halverson Maps now as QA lead", "2026-07-01")],
+                      cfg.gateway.profile, linked={"old": "new", "screen": "new"})
+    ask = "where did i work before this job"
+    sel = book.select(cfg.gateway.profile, 1000, datetime.fromisoformat("2026-07-10T12:00:00+00:00"), {},
+                      about=lambda: reader.read(ask, ask.split(), {}), history=True)
+    assert sel.earlier == ["old"]
+
+
 def test_a_purge_removes_a_line_at_once(yu):
     fact(yu, "dog", "我家狗叫可乐，柯基，五岁了")
     fact(yu, "city", "我住在杭州西湖区")

@@ -220,8 +220,8 @@ class Book:
         found: dict[str, float] = {}
         for old in self.superseded:
             e = self.entries.get(old)
-            if e is None or e.never is not None or cfg.history_items <= 0:
-                continue
+            if e is None or e.never is not None or cfg.history_items <= 0 or e.hint in EPISODE_ROLE_HINTS:
+                continue  # an episode states no value that changed: "i have a phone screen monday" is no old job
             f = e.frame
             named = frame.holder != OTHER and f.holder == frame.holder and (
                 frame.holder != SELF or bool((f.attributes & frame.attributes) - GENERIC))
