@@ -80,13 +80,14 @@ STORAGE_ROLES = ("core", "anchor", "self", "weather", "favorite", "profile")
 ``profile`` existed hold the others in this same order)."""
 
 PROFILE_ROLE_HINTS = ("stable_boundary", "relationship_lesson")
-"""Writer hints that give a bucket the ``profile`` role: what the default profile holds (docs/design.md §24)."""
+"""Writer hints that give a bucket the ``profile`` role: who the user is, how to be with them (docs/design.md §24)."""
 PROFILE_ROLE_SOURCES = ("model", "model_adjusted")
 """Whose hint: a writer's (the write decision, a caller that said what it wrote), never the rule's cue-word guess."""
 EPISODE_ROLE_HINTS = ("process_event", "short_state")
-"""Writer hints that give a bucket the ``profile`` role too: what happened, never a profile line, read by the profile
-for the endings it tells (a pet that died, a flatmate who moved out, told as an event: profile/cache.py), and the
-episodes Recent Context looks through for open threads (turn/side.py)."""
+"""Writer hints that give a bucket the ``profile`` role too: what happened. A ``process_event`` is a profile line while
+recent (``gateway.profile.hints``, ``episode_days``); every episode that is not a line is read for the endings it tells
+(a pet that died, a flatmate who moved out, told as an event: profile/cache.py); and Recent Context looks through them
+for open threads (turn/side.py)."""
 
 
 def storage_roles(bucket: Bucket) -> str:

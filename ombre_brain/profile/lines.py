@@ -26,8 +26,7 @@ _SUBJECT = re.compile(r"(?<=[a-z,] )([A-Z][a-z]{1,20})(?:'s|’s| is| was)\b")
 def source_text(bucket: Bucket) -> str:
     """The user's words of a memory: its summary, else its body without context, comments or anchors, else its
     title; on one line."""
-    text = bucket.summary or "\n".join(s.text for s in parse_sections(bucket.body) if s.name not in NOT_THE_FACT)
-    return " ".join((text.strip() or bucket.title).split())
+    return _one_line(bucket, bucket.summary or _own_words(bucket))
 
 
 def user_words(bucket: Bucket) -> str:
@@ -35,8 +34,15 @@ def user_words(bucket: Bucket) -> str:
     its summary, else its title; on one line. Not the line alone: the write decision keeps "Boise was her old post.
     she's in Santa Fe now" as the line of "i told you Romilly's in Boise but i had it wrong, …", and whose it is
     (Romilly) and that it corrects something are said before it."""
-    text = "\n".join(s.text for s in parse_sections(bucket.body) if s.name not in NOT_THE_FACT) or bucket.summary
-    return " ".join((text.strip() or bucket.title).split())
+    return _one_line(bucket, _own_words(bucket) or bucket.summary)
+
+
+def _own_words(bucket: Bucket) -> str:
+    return "\n".join(s.text for s in parse_sections(bucket.body) if s.name not in NOT_THE_FACT)
+
+
+def _one_line(bucket: Bucket, text: str | None) -> str:
+    return " ".join(((text or "").strip() or bucket.title).split())
 
 
 def profile_line(bucket: Bucket, max_chars: int, weight: Callable[[str], int] = lambda s: 0) -> str:

@@ -120,6 +120,7 @@ GATES.register(GateSpec(
         "favorite_asked_for": "the user asked for a favorite memory: shown even within skip_recent_rounds",
     }))
 
+
 def _shown_whole_elsewhere(x: GateInput) -> bool:
     """An episode the profile shows (a `process_event` while recent) is not kept out of another section that takes
     it: a direct hit the reader admitted ("那后来呢"), the newer version diffusion reached, an open thread on
@@ -131,8 +132,9 @@ def _shown_whole_elsewhere(x: GateInput) -> bool:
 GATES.register(GateSpec(
     "profile", frozenset({"direct", "related", "recent", "carried"}),
     fn=lambda x: GateResult(False, "shown_in_profile") if x.in_profile and not _shown_whole_elsewhere(x) else None,
-    doc="The profile (who the user is, how to be with them) shows a stable fact or lesson on every turn, within its "
-        "own budget; a line it shows is not repeated in another section. On a profile line: why it is in or out.",
+    doc="The profile (who the user is, how to be with them, what happened lately) shows a stable fact, a lesson or a "
+        "recent event on every turn, within its own budget; a fact or lesson it shows is not repeated in another "
+        "section (an event shown whole there leaves the profile). On a profile line: why it is in or out.",
     reasons={
         "profile_fits": "a stable fact or lesson: the whole current profile fits gateway.budgets.profile",
         "profile_line": "a stable fact or lesson chosen for the profile this turn by its score (the turn's search, "
